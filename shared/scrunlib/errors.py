@@ -1,0 +1,61 @@
+"""Typed errors: each carries the process exit code and a one-line message for the user.
+
+Commands raise these; the front end turns them into `scrun: error: <message>` on stderr
+(and a JSON line in the --log file) and exits with `exit_code`. Nothing else prints errors.
+"""
+
+
+class ScrunError(Exception):
+    """An error the user should see. `exit_code` is what the process exits with."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        # Keep messages on one line: clients (conmon, containerd) show only the first read.
+        super().__init__(" ".join(message.split()))
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class UsageError(ScrunError):
+    """Bad command line: unknown option or command, missing or extra arguments."""
+
+    exit_code = 2
+
+
+class InvalidInput(ScrunError):
+    """Input that is never trusted was rejected: container id, config.json, SCRUN_* values."""
+
+
+class ContainerNotFound(ScrunError):
+    """No container with this id exists under the root (runc's wording)."""
+
+    def __init__(self, container_id: str) -> None:
+        super().__init__(f"container {container_id!r} does not exist")
+
+
+class ContainerExists(ScrunError):
+    """`create` with an id that is already in use."""
+
+    def __init__(self, container_id: str) -> None:
+        super().__init__(f"container {container_id!r} already exists")
+
+
+class StateError(ScrunError):
+    """The requested operation is not possible in the container's current state."""
+
+
+class SlurmError(ScrunError):
+    """A Slurm command failed or Slurm refused the request."""
+
+
+class AnchorError(ScrunError):
+    """The anchor could not be reached or answered with an error."""
+
+
+class LuaError(ScrunError):
+    """scrun.lua could not be loaded or one of its hooks failed."""

@@ -1,0 +1,238 @@
+"""Logging for every scrun tool: Slurm-style levels, several outputs, loguru behind it.
+
+Levels are Slurm's (`quiet fatal error info verbose debug debug2..debug5`, 0..9). Each output
+(stderr, syslog, the `--log` file, an extra text file such as the anchor's log in its spool
+directory) has its own threshold. loguru is imported only when a line is actually written, so
+the hot path (`scrun state`) never pays for it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from scrunlib.errors import InvalidInput
+
+LEVELS: dict[str, int] = {
+    "quiet": 0,
+    "fatal": 1,
+    "error": 2,
+    "info": 3,
+    "verbose": 4,
+    "debug": 5,
+    "debug2": 6,
+    "debug3": 7,
+    "debug4": 8,
+    "debug5": 9,
+}
+LEVEL_NAMES = {number: name for name, number in LEVELS.items()}
+FATAL, ERROR, INFO, VERBOSE, DEBUG = 1, 2, 3, 4, 5
+# runc's JSON log has only these level names; containerd and podman read them.
+_RUNC_LEVEL = {1: "error", 2: "error", 3: "info", 4: "info"}
+# Order matters: later variables override earlier ones (as upstream).
+ENV_VARIABLES = ("SCRUN_DEBUG", "SCRUN_STDERR_DEBUG", "SCRUN_SYSLOG_DEBUG", "SCRUN_FILE_DEBUG")
+
+
+def parse_level(value: str, source: str) -> int:
+    """Turn a level name or number into 0..9; `source` names the variable or option for errors."""
+    text = value.strip().lower()
+    if text.isdigit() and int(text) in LEVEL_NAMES:
+        return int(text)
+    if text in LEVELS:
+        return LEVELS[text]
+    names = "|".join(LEVELS)
+    raise InvalidInput(f"invalid log level {source}={value!r}: expected one of {names}")
+
+
+@dataclass
+class LogSettings:
+    """Thresholds per output, plus where the `--log` file is and its format."""
+
+    stderr: int = INFO
+    syslog: int = 0
+    file: int = ERROR  # the --log file: by default only the error that ends a failed command
+    log_file: str | None = None
+    log_format: str = "json"
+    extra_file: str | None = None  # e.g. the anchor's own log in its spool directory
+    extra_level: int = 0
+    program: str = "scrun"
+    stderr_stream: TextIO | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> LogSettings:
+        """Apply SCRUN_DEBUG, SCRUN_STDERR_DEBUG, SCRUN_SYSLOG_DEBUG and SCRUN_FILE_DEBUG."""
+        settings = replace(cls(), **overrides)
+        for name in ENV_VARIABLES:
+            raw = environ.get(name)
+            if raw is None or raw == "":
+                continue
+            level = parse_level(raw, name)
+            if name in ("SCRUN_DEBUG", "SCRUN_STDERR_DEBUG"):
+                settings.stderr = level
+            if name in ("SCRUN_DEBUG", "SCRUN_SYSLOG_DEBUG"):
+                settings.syslog = level
+            if name in ("SCRUN_DEBUG", "SCRUN_FILE_DEBUG"):
+                settings.file = max(level, FATAL)
+        return settings
+
+    def as_args(self) -> list[str]:
+        """Command-line form, so a child tool (the anchor) logs exactly like its parent."""
+        args = [
+            f"--stderr-level={self.stderr}",
+            f"--syslog-level={self.syslog}",
+            f"--file-level={self.file}",
+            f"--log-format={self.log_format}",
+        ]
+        if self.log_file:
+            args.append(f"--log={self.log_file}")
+        return args
+
+    @property
+    def threshold(self) -> int:
+        levels = [self.stderr, self.syslog]
+        if self.log_file:
+            levels.append(self.file)
+        if self.extra_file:
+            levels.append(self.extra_level)
+        return max(levels)
+
+
+_settings = LogSettings()
+_logger: Any = None  # loguru's logger, once configured
+
+
+def configure(settings: LogSettings) -> None:
+    """Install `settings`. The --log file is created at once: clients expect it to exist."""
+    global _settings, _logger
+    _settings = settings
+    _logger = None
+    if settings.log_file:
+        try:
+            with open(settings.log_file, "a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            _settings.log_file = None
+            raise InvalidInput(f"cannot open log file {settings.log_file}: {exc.strerror}") from exc
+
+
+def settings() -> LogSettings:
+    return _settings
+
+
+def enabled(level: int) -> bool:
+    return 0 < level <= _settings.threshold
+
+
+def log(level: int, message: str) -> None:
+    """Write `message` at Slurm `level` to every output whose threshold admits it."""
+    if not enabled(level):
+        return
+    _loguru().log(LEVEL_NAMES[level].upper(), message, slurm_level=level)
+
+
+def fatal(message: str) -> None:
+    log(FATAL, message)
+
+
+def error(message: str) -> None:
+    log(ERROR, message)
+
+
+def info(message: str) -> None:
+    log(INFO, message)
+
+
+def verbose(message: str) -> None:
+    log(VERBOSE, message)
+
+
+def debug(message: str, depth: int = 1) -> None:
+    """Debug line; `depth` 1..5 selects debug..debug5."""
+    log(DEBUG + min(max(depth, 1), 5) - 1, message)
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _json_line(record: Mapping[str, Any]) -> str:
+    import json
+
+    level = record["extra"]["slurm_level"]
+    entry = {
+        "level": _RUNC_LEVEL.get(level, "debug"),
+        "msg": record["message"],
+        "time": _rfc3339(record["time"]),
+    }
+    return json.dumps(entry) + "\n"
+
+
+def _text_line(record: Mapping[str, Any]) -> str:
+    level = LEVEL_NAMES[record["extra"]["slurm_level"]]
+    return f"{_rfc3339(record['time'])} {_settings.program}[{os.getpid()}]: {level}: {record['message']}\n"
+
+
+def _stderr_line(record: Mapping[str, Any]) -> str:
+    level = LEVEL_NAMES[record["extra"]["slurm_level"]]
+    prefix = "" if level == "info" else f"{level}: "
+    return f"{_settings.program}: {prefix}{record['message']}\n"
+
+
+def _append(path: str, render: Any) -> Any:
+    def sink(message: Any) -> None:
+        try:
+            with open(path, "a", encoding="utf-8") as stream:
+                stream.write(render(message.record))
+        except OSError:
+            pass  # a vanished log file must never turn success into failure
+
+    return sink
+
+
+def _loguru() -> Any:
+    """Configure loguru on first use (it costs ~20 ms to import)."""
+    global _logger
+    if _logger is not None:
+        return _logger
+    from loguru import logger
+
+    logger.remove()
+    for name, number in LEVELS.items():
+        if number == 0:
+            continue
+        try:
+            logger.level(name.upper(), no=60 - number * 5)
+        except (TypeError, ValueError):
+            pass  # already defined (ERROR, INFO, DEBUG exist in loguru)
+
+    def admits(threshold: int) -> Any:
+        return lambda record: 0 < record["extra"].get("slurm_level", 99) <= threshold
+
+    s = _settings
+    if s.stderr:
+        stream = s.stderr_stream or sys.stderr
+
+        def to_stderr(message: Any) -> None:
+            stream.write(_stderr_line(message.record))
+            stream.flush()
+
+        logger.add(to_stderr, level=0, filter=admits(s.stderr), format="{message}")
+    if s.log_file and s.file:
+        render = _json_line if s.log_format == "json" else _text_line
+        logger.add(_append(s.log_file, render), level=0, filter=admits(s.file), format="{message}")
+    if s.extra_file and s.extra_level:
+        logger.add(_append(s.extra_file, _text_line), level=0, filter=admits(s.extra_level))
+    if s.syslog:
+        import logging.handlers
+
+        try:
+            handler = logging.handlers.SysLogHandler(address="/dev/log")
+            logger.add(handler, level=0, filter=admits(s.syslog), format=f"{s.program}: {{message}}")
+        except OSError:
+            pass  # no syslog daemon here: the other outputs still work
+    _logger = logger
+    return logger

@@ -1,0 +1,109 @@
+"""The scrun.lua API as data: hooks, `slurm.*` functions and constants.
+
+One description, used by the Lua runtime (to build the `slurm` table) and by
+scrun-lua-check (to know what exists and how many arguments each call takes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCRIPT_NAME = "scrun.lua"
+
+
+@dataclass(frozen=True)
+class Hook:
+    name: str
+    params: tuple[str, ...]
+
+
+STAGE_IN = Hook(
+    "slurm_scrun_stage_in",
+    ("id", "bundle", "spool_dir", "config_file", "job_id", "user_id", "group_id", "job_env"),
+)
+STAGE_OUT = Hook(
+    "slurm_scrun_stage_out",
+    ("id", "bundle", "orig_bundle", "root_path", "orig_root_path", "spool_dir", "config_file",
+     "job_id", "user_id", "group_id"),
+)
+HOOKS = (STAGE_IN, STAGE_OUT)
+
+
+@dataclass(frozen=True)
+class Function:
+    """A `slurm.<name>` function: how many arguments a call may plausibly pass."""
+
+    name: str
+    min_args: int
+    max_args: int | None  # None: variadic (format functions)
+    returns: int = 0  # how many results a caller is expected to look at
+
+
+FUNCTIONS: dict[str, Function] = {
+    f.name: f
+    for f in (
+        Function("set_bundle_path", 1, 1, 1),
+        Function("set_root_path", 1, 1, 1),
+        Function("remote_command", 1, 1, 2),
+        Function("allocator_command", 1, 1, 2),
+        Function("log", 2, 2),
+        Function("error", 1, 1),
+        Function("log_error", 1, None),
+        Function("log_info", 1, None),
+        Function("log_verbose", 1, None),
+        Function("log_debug", 1, None),
+        Function("log_debug2", 1, None),
+        Function("log_debug3", 1, None),
+        Function("log_debug4", 1, None),
+        Function("log_user", 1, None),
+        Function("time_str2mins", 1, 1, 1),
+        Function("from_json", 1, 1, 1),
+        Function("to_json", 1, 1, 1),
+    )
+}
+
+# Numeric constants of the `slurm` table (Slurm's values).
+CONSTANTS: dict[str, int] = {
+    "SUCCESS": 0,
+    "ERROR": -1,
+    "FAILURE": -1,
+    "INFINITE": 0xFFFFFFFF,
+    "INFINITE64": 0xFFFFFFFFFFFFFFFF,
+    "NO_VAL": 0xFFFFFFFE,
+    "NO_VAL64": 0xFFFFFFFFFFFFFFFE,
+    "NO_VAL16": 0xFFFE,
+    "NO_VAL8": 0xFE,
+    "INFINITE16": 0xFFFF,
+    "INFINITE8": 0xFF,
+    "MEM_PER_CPU": 0x8000000000000000,
+    "NICE_OFFSET": 0x80000000,
+    "SHARED_FORCE": 0x8000,
+    "JOB_SHARED_NONE": 0,
+    "JOB_SHARED_OK": 1,
+    "JOB_SHARED_USER": 2,
+    "JOB_SHARED_MCS": 3,
+    "ALLOC_SID_ADMIN_HOLD": 0x00000001,
+    "ALLOC_SID_USER_HOLD": 0x00000002,
+    "MAIL_JOB_BEGIN": 0x0001,
+    "MAIL_JOB_END": 0x0002,
+    "MAIL_JOB_FAIL": 0x0004,
+    "MAIL_JOB_REQUEUE": 0x0008,
+    "MAIL_JOB_TIME100": 0x0010,
+    "MAIL_JOB_TIME90": 0x0020,
+    "MAIL_JOB_TIME890": 0x0040,
+    "MAIL_JOB_TIME50": 0x0080,
+    "MAIL_JOB_STAGE_OUT": 0x0100,
+    "MAIL_ARRAY_TASKS": 0x0200,
+    "MAIL_INVALID_DEPEND": 0x0400,
+    "KILL_INV_DEP": 0x00000200,
+    "NO_KILL_INV_DEP": 0x00000400,
+    "SPREAD_JOB": 0x00000001,
+    "USE_MIN_NODES": 0x00000002,
+    "GRES_ENFORCE_BIND": 0x0001,
+    "GRES_DISABLE_BIND": 0x0002,
+}
+# String constants, filled in at run time (ClusterName from slurm.conf).
+STRING_CONSTANTS = ("CLUSTER_NAME",)
+
+# slurm.log(LEVEL, MSG) level numbers → Slurm log levels (0 info, 1 verbose, 2 debug, ...).
+LOG_LEVEL_OFFSET = 3  # slurm.log level 0 is Slurm level 3 (info)

@@ -1,0 +1,103 @@
+"""Where scrun finds Slurm without help from the environment.
+
+Podman runs the runtime with an almost empty environment (no SLURM_CONF, and no PATH for
+the cleanup `delete`), so a fixed, documented site configuration file says where slurm.conf
+and Slurm's commands are. Precedence for slurm.conf: `-f`, then `SLURM_CONF`, then the site
+file's `slurm_conf`, then /etc/slurm/slurm.conf. Slurm commands: the site file's `bin_dir`,
+then the usual system locations.
+
+The site file is TOML, looked up in this order (first that exists wins):
+  1. `$SCRUN_SITE_CONFIG` (when set: a test or a wrapper can point elsewhere)
+  2. `<installation prefix>/etc/scrun/scrun.toml` (`sys.prefix`; a venv's own etc/)
+  3. `/etc/scrun/scrun.toml`
+
+Keys (all optional):
+  slurm_conf = "/etc/slurm/slurm.conf"
+  bin_dir    = "/usr/bin"                 # where srun, salloc, scancel, squeue, scontrol are
+  root       = "/run/scrun"               # default --root instead of the per-user rule
+  lua_timeout = 300                       # seconds a scrun.lua hook may run
+  step_grace = 10                         # seconds between SIGTERM and SIGKILL for a stuck srun
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrunlib.errors import InvalidInput
+
+DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
+SYSTEM_BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/usr/local/sbin", "/sbin")
+
+
+def site_config_candidates(environ: Mapping[str, str]) -> list[str]:
+    explicit = environ.get("SCRUN_SITE_CONFIG")
+    if explicit:
+        return [explicit]
+    return [os.path.join(sys.prefix, "etc", "scrun", "scrun.toml"), "/etc/scrun/scrun.toml"]
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    """The parsed site file (or defaults when there is none)."""
+
+    path: str | None = None
+    slurm_conf: str | None = None
+    bin_dir: str | None = None
+    root: str | None = None
+    lua_timeout: float = 300.0
+    step_grace: float = 10.0
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    def slurm_conf_path(self, option: str | None, environ: Mapping[str, str]) -> str:
+        """slurm.conf in use: `-f`, then SLURM_CONF, then the site file, then the default."""
+        return option or environ.get("SLURM_CONF") or self.slurm_conf or DEFAULT_SLURM_CONF
+
+    def command(self, name: str) -> str:
+        """Absolute path of a Slurm command (never relies on PATH, which may be missing)."""
+        dirs = ([self.bin_dir] if self.bin_dir else []) + list(SYSTEM_BIN_DIRS)
+        for directory in dirs:
+            candidate = os.path.join(directory, name)
+            if os.access(candidate, os.X_OK):
+                return candidate
+        where = ", ".join(dirs)
+        raise InvalidInput(f"Slurm command {name!r} not found in {where} (set bin_dir in the site config)")
+
+
+def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
+    """Read the first site file that exists; a malformed one is an error naming the file."""
+    for path in site_config_candidates(environ):
+        if not os.path.isfile(path):
+            continue
+        import tomllib
+
+        try:
+            with open(path, "rb") as stream:
+                data = tomllib.load(stream)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise InvalidInput(f"cannot read site config {path}: {exc}") from exc
+        return _from_mapping(path, data)
+    return SiteConfig()
+
+
+def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
+    known = {"slurm_conf": str, "bin_dir": str, "root": str, "lua_timeout": (int, float),
+             "step_grace": (int, float)}
+    for key, value in data.items():
+        expected = known.get(key)
+        if expected is None:
+            raise InvalidInput(f"site config {path}: unknown key {key!r}")
+        if not isinstance(value, expected) or isinstance(value, bool):
+            raise InvalidInput(f"site config {path}: {key} has the wrong type")
+    return SiteConfig(
+        path=path,
+        slurm_conf=data.get("slurm_conf"),
+        bin_dir=data.get("bin_dir"),
+        root=data.get("root"),
+        lua_timeout=float(data.get("lua_timeout", 300.0)),
+        step_grace=float(data.get("step_grace", 10.0)),
+        raw=dict(data),
+    )

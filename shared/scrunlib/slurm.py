@@ -1,0 +1,186 @@
+"""Slurm's commands, composed as argument lists with plumbum. No value ever reaches a shell.
+
+Everything version-specific lives here: Slurm 22.05 (Debian 12) has no `--container-id`
+and runs at most one task per node in a container step; 23.02+ tags the step with the
+container id so `squeue`/`scontrol` show it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from plumbum import ProcessExecutionError, local
+
+from scrunlib.errors import SlurmError
+from scrunlib.siteconfig import SiteConfig
+
+SlurmVersion = tuple[int, int, int]
+CONTAINER_ID_SINCE: SlurmVersion = (23, 2, 0)
+
+
+def parse_version(text: str) -> SlurmVersion:
+    """`slurm 22.05.8` (srun --version) → (22, 5, 8)."""
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    if not match:
+        raise SlurmError(f"cannot tell the Slurm version from {text.strip()!r}")
+    major, minor, micro = (int(part) for part in match.groups())
+    return major, minor, micro
+
+
+def version_string(version: SlurmVersion) -> str:
+    return "%d.%02d.%d" % version
+
+
+def supports_container_id(version: SlurmVersion) -> bool:
+    return version >= CONTAINER_ID_SINCE
+
+
+def parse_granted_job_id(salloc_stderr: str) -> int:
+    """Job id from salloc's `Granted job allocation N` (or `Pending job allocation N`)."""
+    match = re.search(r"(?:Granted|Pending) job allocation (\d+)", salloc_stderr)
+    if not match:
+        raise SlurmError(f"salloc did not report a job id: {last_line(salloc_stderr)}")
+    return int(match.group(1))
+
+
+def parse_scontrol_record(text: str) -> dict[str, str]:
+    """`scontrol -o show job` output (one line of Key=Value) → dict. Values may hold spaces
+    only in the last fields we never read, so splitting on whitespace is enough."""
+    record: dict[str, str] = {}
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            record[key] = value
+    return record
+
+
+def last_line(text: str) -> str:
+    """The line of Slurm's output that says what went wrong, without the `salloc: ` noise."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()] or lines
+    return errors[-1] if errors else "(no output)"
+
+
+@dataclass
+class StepCommand:
+    """Everything that goes into the container's `srun` line."""
+
+    job_id: int
+    bundle: str
+    args: Sequence[str]
+    container_id: str
+    job_name: str = "scrun"
+    pty: bool = False
+    extra_args: Sequence[str] = field(default_factory=list)
+
+
+def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:
+    """The container step: `srun --jobid J --container B ... -- args`."""
+    argv = [srun, "--jobid", str(step.job_id), "--job-name", step.job_name, "--quiet",
+            "--container", step.bundle]
+    if supports_container_id(version):
+        argv += ["--container-id", step.container_id]
+    if step.pty:
+        argv.append("--pty")
+    argv += list(step.extra_args)
+    argv.append("--")
+    argv += list(step.args)
+    return argv
+
+
+def remote_command_argv(srun: str, job_id: int, script: str) -> list[str]:
+    """`slurm.remote_command`: the script on every node of the job, one task each."""
+    return [srun, "--jobid", str(job_id), "--quiet", "--job-name", "lua-command",
+            "--ntasks-per-node=1", "--overlap", "--", "/bin/sh", "-c", script]
+
+
+def salloc_argv(salloc: str, job_name: str, container_id: str, options: Sequence[str],
+                version: SlurmVersion) -> list[str]:
+    """A new allocation that outlives salloc (`--no-shell`), tagged with the container id."""
+    argv = [salloc, "--no-shell", "--wait-all-nodes=1", f"--job-name={job_name}",
+            f"--comment=scrun:{container_id}"]
+    if supports_container_id(version):
+        argv.append(f"--container-id={container_id}")
+    return argv + list(options)
+
+
+def cancel_argv(scancel: str, job_id: int, signal: int | None = None,
+                step_id: int | None = None) -> list[str]:
+    target = f"{job_id}.{step_id}" if step_id is not None else str(job_id)
+    argv = [scancel, "--quiet"]
+    if signal is not None:
+        argv.append(f"--signal={signal}")
+    return [*argv, target]
+
+
+class Slurm:
+    """Runs Slurm commands for one slurm.conf, found without relying on PATH."""
+
+    def __init__(self, site: SiteConfig, slurm_conf: str, environ: Mapping[str, str] | None = None):
+        self.site = site
+        self.slurm_conf = slurm_conf
+        self.env = dict(environ or {})
+        self.env["SLURM_CONF"] = slurm_conf
+        self._version: SlurmVersion | None = None
+
+    def path(self, name: str) -> str:
+        return self.site.command(name)
+
+    def command(self, argv: Sequence[str]) -> Any:
+        """A plumbum command for `argv` with this cluster's SLURM_CONF."""
+        return local[argv[0]][list(argv[1:])].with_env(**self.env)
+
+    def run(self, argv: Sequence[str], timeout: float = 60.0) -> tuple[int, str, str]:
+        """Run to completion; returns (status, stdout, stderr) and never raises on status."""
+        try:
+            code, out, err = self.command(argv).run(retcode=None, timeout=timeout)
+        except ProcessExecutionError as exc:  # pragma: no cover - retcode=None prevents it
+            return int(exc.retcode or 1), str(exc.stdout), str(exc.stderr)
+        except OSError as exc:
+            raise SlurmError(f"cannot run {argv[0]}: {exc.strerror}") from exc
+        return int(code), out, err
+
+    def version(self) -> SlurmVersion:
+        if self._version is None:
+            code, out, err = self.run([self.path("srun"), "--version"], timeout=30)
+            if code != 0:
+                raise SlurmError(f"srun --version failed: {last_line(err or out)}")
+            self._version = parse_version(out)
+        return self._version
+
+    def allocate(self, job_name: str, container_id: str, options: Sequence[str],
+                 timeout: float | None = None) -> int:
+        """Block until the job is granted and its nodes are ready; return its id."""
+        argv = salloc_argv(self.path("salloc"), job_name, container_id, options, self.version())
+        code, out, err = self.run(argv, timeout=timeout or 10 * 365 * 86400)
+        if code != 0:
+            raise SlurmError(f"allocation refused: {last_line(err or out)}")
+        return parse_granted_job_id(err + out)
+
+    def job_record(self, job_id: int) -> dict[str, str]:
+        code, out, err = self.run([self.path("scontrol"), "-o", "show", "job", str(job_id)])
+        if code != 0:
+            raise SlurmError(f"job {job_id} not found: {last_line(err or out)}")
+        return parse_scontrol_record(out)
+
+    def cancel(self, job_id: int, signal: int | None = None, step_id: int | None = None) -> None:
+        """scancel; a job that already ended counts as success."""
+        code, out, err = self.run(cancel_argv(self.path("scancel"), job_id, signal, step_id))
+        text = err + out
+        if code != 0 and "already completed" not in text and "Invalid job id" not in text:
+            raise SlurmError(f"scancel {job_id} failed: {last_line(text)}")
+
+    def step_ids(self, job_id: int, step_name: str) -> list[int]:
+        """Ids of the job's running steps named `step_name`."""
+        code, out, _ = self.run([self.path("squeue"), "-h", "-s", "-j", str(job_id),
+                                 "-o", "%i %j"])
+        steps = []
+        for line in out.splitlines() if code == 0 else []:
+            step, _, name = line.strip().partition(" ")
+            _, _, number = step.partition(".")
+            if name == step_name and number.isdigit():
+                steps.append(int(number))
+        return steps

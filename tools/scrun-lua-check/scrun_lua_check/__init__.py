@@ -1,0 +1,1 @@
+"""scrun-lua-check: lint and dry-run a site's scrun.lua."""

@@ -1,0 +1,1 @@
+"""scrun-stage: run scrun.lua's stage-in/stage-out by hand, for troubleshooting."""
