@@ -8,6 +8,7 @@ the hot path (`scrun state`) never pays for it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Mapping
@@ -173,7 +174,8 @@ def _json_line(record: Mapping[str, Any]) -> str:
 
 def _text_line(record: Mapping[str, Any]) -> str:
     level = LEVEL_NAMES[record["extra"]["slurm_level"]]
-    return f"{_rfc3339(record['time'])} {_settings.program}[{os.getpid()}]: {level}: {record['message']}\n"
+    stamp = _rfc3339(record["time"])
+    return f"{stamp} {_settings.program}[{os.getpid()}]: {level}: {record['message']}\n"
 
 
 def _stderr_line(record: Mapping[str, Any]) -> str:
@@ -204,19 +206,16 @@ def _loguru() -> Any:
     for name, number in LEVELS.items():
         if number == 0:
             continue
-        try:
+        with contextlib.suppress(TypeError, ValueError):  # ERROR, INFO, DEBUG already exist
             logger.level(name.upper(), no=60 - number * 5)
-        except (TypeError, ValueError):
-            pass  # already defined (ERROR, INFO, DEBUG exist in loguru)
 
     def admits(threshold: int) -> Any:
         return lambda record: 0 < record["extra"].get("slurm_level", 99) <= threshold
 
     s = _settings
     if s.stderr:
-        stream = s.stderr_stream or sys.stderr
-
         def to_stderr(message: Any) -> None:
+            stream = s.stderr_stream or sys.stderr  # looked up late: tests swap sys.stderr
             stream.write(_stderr_line(message.record))
             stream.flush()
 
@@ -231,7 +230,9 @@ def _loguru() -> Any:
 
         try:
             handler = logging.handlers.SysLogHandler(address="/dev/log")
-            logger.add(handler, level=0, filter=admits(s.syslog), format=f"{s.program}: {{message}}")
+            logger.add(
+                handler, level=0, filter=admits(s.syslog), format=f"{s.program}: {{message}}"
+            )
         except OSError:
             pass  # no syslog daemon here: the other outputs still work
     _logger = logger

@@ -64,7 +64,9 @@ class SiteConfig:
             if os.access(candidate, os.X_OK):
                 return candidate
         where = ", ".join(dirs)
-        raise InvalidInput(f"Slurm command {name!r} not found in {where} (set bin_dir in the site config)")
+        raise InvalidInput(
+            f"Slurm command {name!r} not found in {where} (set bin_dir in the site config)"
+        )
 
 
 def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
@@ -84,8 +86,13 @@ def load(environ: Mapping[str, str] = os.environ) -> SiteConfig:
 
 
 def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
-    known = {"slurm_conf": str, "bin_dir": str, "root": str, "lua_timeout": (int, float),
-             "step_grace": (int, float)}
+    known: dict[str, type | tuple[type, ...]] = {
+        "slurm_conf": str,
+        "bin_dir": str,
+        "root": str,
+        "lua_timeout": (int, float),
+        "step_grace": (int, float),
+    }
     for key, value in data.items():
         expected = known.get(key)
         if expected is None:

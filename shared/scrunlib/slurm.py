@@ -8,6 +8,8 @@ container id so `squeue`/`scontrol` show it.
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +33,8 @@ def parse_version(text: str) -> SlurmVersion:
 
 
 def version_string(version: SlurmVersion) -> str:
-    return "%d.%02d.%d" % version
+    major, minor, micro = version
+    return f"{major}.{minor:02d}.{micro}"
 
 
 def supports_container_id(version: SlurmVersion) -> bool:
@@ -57,6 +60,10 @@ def parse_scontrol_record(text: str) -> dict[str, str]:
     return record
 
 
+def _text(data: str | bytes) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
 def last_line(text: str) -> str:
     """The line of Slurm's output that says what went wrong, without the `salloc: ` noise."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
@@ -79,8 +86,19 @@ class StepCommand:
 
 def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:
     """The container step: `srun --jobid J --container B ... -- args`."""
-    argv = [srun, "--jobid", str(step.job_id), "--job-name", step.job_name, "--quiet",
-            "--container", step.bundle]
+    # --export=NONE: the container's environment is its config.json's (slurmstepd adds the
+    # job's SLURM_* variables); and srun does not resolve the command against the host PATH.
+    argv = [
+        srun,
+        "--jobid",
+        str(step.job_id),
+        "--job-name",
+        step.job_name,
+        "--quiet",
+        "--export=NONE",
+        "--container",
+        step.bundle,
+    ]
     if supports_container_id(version):
         argv += ["--container-id", step.container_id]
     if step.pty:
@@ -93,27 +111,59 @@ def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:
 
 def remote_command_argv(srun: str, job_id: int, script: str) -> list[str]:
     """`slurm.remote_command`: the script on every node of the job, one task each."""
-    return [srun, "--jobid", str(job_id), "--quiet", "--job-name", "lua-command",
-            "--ntasks-per-node=1", "--overlap", "--", "/bin/sh", "-c", script]
+    return [
+        srun,
+        "--jobid",
+        str(job_id),
+        "--quiet",
+        "--job-name",
+        "lua-command",
+        "--ntasks-per-node=1",
+        "--overlap",
+        "--",
+        "/bin/sh",
+        "-c",
+        script,
+    ]
 
 
-def salloc_argv(salloc: str, job_name: str, container_id: str, options: Sequence[str],
-                version: SlurmVersion) -> list[str]:
+def salloc_argv(
+    salloc: str, job_name: str, container_id: str, options: Sequence[str], version: SlurmVersion
+) -> list[str]:
     """A new allocation that outlives salloc (`--no-shell`), tagged with the container id."""
-    argv = [salloc, "--no-shell", "--wait-all-nodes=1", f"--job-name={job_name}",
-            f"--comment=scrun:{container_id}"]
+    argv = [
+        salloc,
+        "--no-shell",
+        "--wait-all-nodes=1",
+        f"--job-name={job_name}",
+        f"--comment=scrun:{container_id}",
+    ]
     if supports_container_id(version):
         argv.append(f"--container-id={container_id}")
     return argv + list(options)
 
 
-def cancel_argv(scancel: str, job_id: int, signal: int | None = None,
-                step_id: int | None = None) -> list[str]:
+def cancel_argv(
+    scancel: str, job_id: int, signal: int | None = None, step_id: int | None = None
+) -> list[str]:
     target = f"{job_id}.{step_id}" if step_id is not None else str(job_id)
     argv = [scancel, "--quiet"]
     if signal is not None:
         argv.append(f"--signal={signal}")
     return [*argv, target]
+
+
+def cluster_name(slurm_conf: str) -> str:
+    """ClusterName from slurm.conf (for SLURM_CLUSTER_NAME and slurm.CLUSTER_NAME)."""
+    try:
+        with open(slurm_conf, encoding="utf-8", errors="replace") as stream:
+            for line in stream:
+                match = re.match(r"\s*ClusterName\s*=\s*(\S+)", line, re.IGNORECASE)
+                if match:
+                    return match.group(1)
+    except OSError:
+        pass
+    return ""
 
 
 class Slurm:
@@ -151,14 +201,36 @@ class Slurm:
             self._version = parse_version(out)
         return self._version
 
-    def allocate(self, job_name: str, container_id: str, options: Sequence[str],
-                 timeout: float | None = None) -> int:
-        """Block until the job is granted and its nodes are ready; return its id."""
+    def allocate(self, job_name: str, container_id: str, options: Sequence[str]) -> int:
+        """Block until the job is granted and its nodes are ready; return its id.
+
+        If we are interrupted (SIGTERM while the job is pending), salloc gets SIGINT, which
+        revokes the pending job, and any job tagged with our id is cancelled too."""
         argv = salloc_argv(self.path("salloc"), job_name, container_id, options, self.version())
-        code, out, err = self.run(argv, timeout=timeout or 10 * 365 * 86400)
-        if code != 0:
-            raise SlurmError(f"allocation refused: {last_line(err or out)}")
-        return parse_granted_job_id(err + out)
+        process = self.command(argv).popen(stdin=subprocess.DEVNULL)
+        try:
+            out, err = process.communicate()
+        except BaseException:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            self.cancel_tagged(container_id)
+            raise
+        text = _text(err) + _text(out)
+        if process.returncode != 0:
+            raise SlurmError(f"allocation refused: {last_line(text)}")
+        return parse_granted_job_id(text)
+
+    def cancel_tagged(self, container_id: str) -> None:
+        """Cancel every job of ours whose comment names this container."""
+        code, out, _ = self.run([self.path("squeue"), "-h", "-o", "%i %k"])
+        for line in out.splitlines() if code == 0 else []:
+            job, _, comment = line.strip().partition(" ")
+            if comment == f"scrun:{container_id}" and job.isdigit():
+                self.cancel(int(job))
 
     def job_record(self, job_id: int) -> dict[str, str]:
         code, out, err = self.run([self.path("scontrol"), "-o", "show", "job", str(job_id)])
@@ -175,8 +247,7 @@ class Slurm:
 
     def step_ids(self, job_id: int, step_name: str) -> list[int]:
         """Ids of the job's running steps named `step_name`."""
-        code, out, _ = self.run([self.path("squeue"), "-h", "-s", "-j", str(job_id),
-                                 "-o", "%i %j"])
+        code, out, _ = self.run([self.path("squeue"), "-h", "-s", "-j", str(job_id), "-o", "%i %j"])
         steps = []
         for line in out.splitlines() if code == 0 else []:
             step, _, name = line.strip().partition(" ")

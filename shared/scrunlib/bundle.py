@@ -1,0 +1,112 @@
+"""The OCI bundle handed to `create`, and its config.json, validated before anything runs.
+
+Also builds the bundle Slurm 22.05's slurmd can run: slurmd always uses `<bundle>/rootfs`
+and ignores `root.path`, while podman's and docker's bundles point `root.path` elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrunlib.errors import InvalidInput
+
+DEFAULT_OCI_VERSION = "1.0.0"
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """What scrun needs from a bundle: its path and the checked parts of config.json."""
+
+    path: str
+    config: dict[str, Any]
+    rootfs: str  # absolute
+    args: tuple[str, ...]
+    env: tuple[str, ...]
+    terminal: bool
+    oci_version: str
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def config_file(self) -> str:
+        return os.path.join(self.path, "config.json")
+
+
+def load(path: str) -> Bundle:
+    """Read and validate `<path>/config.json`; every problem is one clear InvalidInput."""
+    path = os.path.abspath(path)
+    config_file = os.path.join(path, "config.json")
+    if not os.path.isdir(path):
+        raise InvalidInput(f"bundle {path} is not a directory")
+    try:
+        with open(config_file, encoding="utf-8") as stream:
+            config = json.load(stream)
+    except FileNotFoundError:
+        raise InvalidInput(f"bundle {path} has no config.json") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {config_file}: {exc.strerror}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{config_file} is not valid JSON: {exc}") from exc
+    return parse(path, config)
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise InvalidInput(f"config.json: {where} must be {what}")
+    return value
+
+
+def parse(path: str, config: Any) -> Bundle:
+    _expect(config, dict, "the top level", "an object")
+    version = _expect(config.get("ociVersion", DEFAULT_OCI_VERSION), str, "ociVersion", "a string")
+    root = _expect(config.get("root"), dict, "root", "an object")
+    root_path = _expect(root.get("path"), str, "root.path", "a string")
+    if not root_path:
+        raise InvalidInput("config.json: root.path is empty")
+    process = _expect(config.get("process"), dict, "process", "an object")
+    args = _expect(process.get("args"), list, "process.args", "a list of strings")
+    if not args or not all(isinstance(arg, str) for arg in args):
+        raise InvalidInput("config.json: process.args must be a non-empty list of strings")
+    env = _expect(process.get("env", []), list, "process.env", "a list of strings")
+    if not all(isinstance(entry, str) for entry in env):
+        raise InvalidInput("config.json: process.env must be a list of strings")
+    terminal = _expect(process.get("terminal", False), bool, "process.terminal", "a boolean")
+    annotations = _expect(config.get("annotations", {}), dict, "annotations", "an object")
+    if not all(isinstance(value, str) for value in annotations.values()):
+        raise InvalidInput("config.json: annotations values must be strings")
+    return Bundle(
+        path=path,
+        config=config,
+        rootfs=os.path.normpath(os.path.join(path, root_path)),
+        args=tuple(args),
+        env=tuple(env),
+        terminal=terminal,
+        oci_version=version,
+        annotations=dict(annotations),
+    )
+
+
+def runnable_by_slurm(bundle_path: str, target_dir: str) -> str:
+    """A bundle path that slurmd (22.05 and newer) runs with the intended rootfs.
+
+    If `<bundle>/rootfs` already is the configured root, the bundle is used as it is.
+    Otherwise `target_dir` gets a copy of config.json with an absolute root.path and a
+    `rootfs` symlink to it."""
+    staged = load(bundle_path)
+    own_rootfs = os.path.join(staged.path, "rootfs")
+    if os.path.realpath(own_rootfs) == os.path.realpath(staged.rootfs):
+        return staged.path
+    os.makedirs(target_dir, mode=0o755, exist_ok=True)
+    config = dict(staged.config)
+    config["root"] = {**config["root"], "path": staged.rootfs}
+    temporary = os.path.join(target_dir, "config.json.tmp")
+    with open(temporary, "w", encoding="utf-8") as stream:
+        json.dump(config, stream)
+    os.replace(temporary, os.path.join(target_dir, "config.json"))
+    link = os.path.join(target_dir, "rootfs")
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(staged.rootfs, link)
+    return target_dir

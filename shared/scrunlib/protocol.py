@@ -1,0 +1,96 @@
+"""The anchor's control protocol: one JSON request line, one JSON reply line, per connection.
+
+The socket lives in the container's 0700 spool directory, and the anchor serves only peers
+whose uid (SO_PEERCRED) is its own or root's. Requests: `{"op": "start"}`,
+`{"op": "kill", "signal": 15}`, `{"op": "delete"}`. Replies: `{"ok": true, ...}` or
+`{"ok": false, "error": "<message>"}`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+from typing import Any
+
+from scrunlib.errors import AnchorError
+from scrunlib.spool import socket_address
+
+MAX_MESSAGE = 64 * 1024
+
+
+def request(socket_path: str, message: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
+    """Send one request to the anchor and return its reply; AnchorError when unreachable."""
+    address, dirfd = socket_address(socket_path)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(timeout)
+            conn.connect(address)
+            conn.sendall(json.dumps(message).encode() + b"\n")
+            reply = read_line(conn)
+    except (FileNotFoundError, ConnectionRefusedError):
+        raise AnchorError("the container's anchor is not running") from None
+    except TimeoutError:
+        raise AnchorError("the container's anchor did not answer in time") from None
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise AnchorError(f"cannot talk to the container's anchor: {reason}") from exc
+    finally:
+        if dirfd is not None:
+            os.close(dirfd)
+    if not reply.get("ok"):
+        raise AnchorError(str(reply.get("error") or "the anchor refused the request"))
+    return reply
+
+
+def read_line(conn: socket.socket) -> dict[str, Any]:
+    """Read one JSON object terminated by a newline (bounded in size)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > MAX_MESSAGE:
+            raise ValueError("message too long")
+    if not data:
+        raise ValueError("connection closed without a message")
+    decoded = json.loads(data)
+    if not isinstance(decoded, dict):
+        raise ValueError("message is not a JSON object")
+    return decoded
+
+
+def send_line(conn: socket.socket, message: dict[str, Any]) -> None:
+    conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def listen(socket_path: str) -> socket.socket:
+    """Bind and listen on `socket_path` (replacing a stale socket file)."""
+    if os.path.lexists(socket_path):
+        os.unlink(socket_path)
+    address, dirfd = socket_address(socket_path)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(address)
+        os.chmod(socket_path, 0o600)
+        server.listen(16)
+    except OSError:
+        server.close()
+        raise
+    finally:
+        if dirfd is not None:
+            os.close(dirfd)
+    return server
+
+
+def peer_uid(conn: socket.socket) -> int:
+    """The connecting process's uid, from the kernel (SO_PEERCRED)."""
+    credentials = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", credentials)
+    return int(uid)
+
+
+def peer_allowed(conn: socket.socket) -> bool:
+    return peer_uid(conn) in (0, os.getuid())

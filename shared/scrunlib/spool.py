@@ -1,0 +1,123 @@
+"""The spool directory: one 0700 directory per container under the runtime root.
+
+Layout of `<root>/<container dir>/`:
+  state.json     the container state, replaced atomically at every transition
+  anchor.sock    the anchor's control socket (gone once the anchor has exited)
+  anchor.log     the anchor's own log (text), so nothing lands in the container's stdio
+  bundle/        the bundle Slurm 22.05 can run (config.json + a `rootfs` link), when needed
+
+Container ids are never trusted: they are checked before any path is built from them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from scrunlib.errors import ContainerExists, InvalidInput, ScrunError
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+MAX_ID_LENGTH = 1024
+# File names are limited to 255 bytes; longer ids get a readable prefix plus a hash.
+_MAX_PLAIN_NAME = 128
+# sun_path holds 108 bytes; longer socket paths are reached through /proc/self/fd.
+_MAX_SOCKET_PATH = 100
+
+
+def validate_id(container_id: str) -> str:
+    """Refuse anything but `[A-Za-z0-9][A-Za-z0-9_.+-]*`, at most 1024 characters."""
+    if not container_id:
+        raise InvalidInput("container id is empty")
+    if len(container_id) > MAX_ID_LENGTH:
+        raise InvalidInput(f"container id is longer than {MAX_ID_LENGTH} characters")
+    if not ID_PATTERN.fullmatch(container_id):
+        shown = container_id.encode("unicode_escape").decode("ascii")[:80]
+        raise InvalidInput(
+            f"invalid container id {shown!r}: use letters, digits and _.+- (not first)"
+        )
+    return container_id
+
+
+def default_root(environ: Mapping[str, str], configured: str | None = None) -> str:
+    """Every command agrees on this without being told: the site's `root`, else
+    `$XDG_RUNTIME_DIR/scrun` when set and non-empty, else `/run/user/<uid>/scrun`."""
+    if configured:
+        return configured.replace("{uid}", str(os.getuid()))
+    runtime_dir = environ.get("XDG_RUNTIME_DIR")
+    if runtime_dir:
+        return os.path.join(runtime_dir, "scrun")
+    return f"/run/user/{os.getuid()}/scrun"
+
+
+def dir_name(container_id: str) -> str:
+    if len(container_id) <= _MAX_PLAIN_NAME:
+        return container_id
+    digest = hashlib.sha256(container_id.encode()).hexdigest()[:24]
+    return f"{container_id[:100]}-{digest}"
+
+
+@dataclass(frozen=True)
+class Spool:
+    """Paths of one container's spool directory."""
+
+    root: str
+    container_id: str
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.root, dir_name(self.container_id))
+
+    @property
+    def state_file(self) -> str:
+        return os.path.join(self.path, "state.json")
+
+    @property
+    def socket(self) -> str:
+        return os.path.join(self.path, "anchor.sock")
+
+    @property
+    def log_file(self) -> str:
+        return os.path.join(self.path, "anchor.log")
+
+    @property
+    def bundle_dir(self) -> str:
+        return os.path.join(self.path, "bundle")
+
+    def exists(self) -> bool:
+        return os.path.isdir(self.path)
+
+    def create(self) -> None:
+        """Make the directory (0700), failing if the id is already in use."""
+        make_root(self.root)
+        try:
+            os.mkdir(self.path, 0o700)
+        except FileExistsError:
+            raise ContainerExists(self.container_id) from None
+        except OSError as exc:
+            raise ScrunError(f"cannot create spool directory {self.path}: {exc.strerror}") from exc
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def make_root(root: str) -> None:
+    """Create the runtime root (0700) and its parents when missing."""
+    try:
+        os.makedirs(root, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise ScrunError(f"cannot create runtime root {root}: {exc.strerror}") from exc
+
+
+def socket_address(path: str) -> tuple[str, int | None]:
+    """An address `bind`/`connect` accept for `path`, and a directory fd to close afterwards.
+
+    Paths too long for sun_path are reached as /proc/self/fd/<dirfd>/<name>."""
+    if len(path.encode()) <= _MAX_SOCKET_PATH:
+        return path, None
+    directory, name = os.path.split(path)
+    dirfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    return f"/proc/self/fd/{dirfd}/{name}", dirfd

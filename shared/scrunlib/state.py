@@ -1,0 +1,160 @@
+"""Container state: an explicit state machine, persisted atomically in the spool directory.
+
+    creating ──> created ──> running ──> stopped
+        └───────────┴────────────────────────^
+
+Only the anchor writes state; every other command reads it. Because it is on disk (not
+only in the anchor's memory), `state` and `delete` work after the anchor has exited, and
+`state` reports the real exit code and job id until `delete`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from scrunlib.errors import ContainerNotFound, ScrunError, StateError
+from scrunlib.spool import Spool
+
+
+class Status(StrEnum):
+    CREATING = "creating"
+    CREATED = "created"
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+TRANSITIONS: dict[Status, frozenset[Status]] = {
+    Status.CREATING: frozenset({Status.CREATED, Status.STOPPED}),
+    Status.CREATED: frozenset({Status.RUNNING, Status.STOPPED}),
+    Status.RUNNING: frozenset({Status.STOPPED}),
+    Status.STOPPED: frozenset(),
+}
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def process_start_time(pid: int) -> int | None:
+    """The kernel's start time of `pid` (clock ticks since boot), None if it is gone or a
+    zombie. Pid plus start time identifies a process even after its pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stream:
+            stat = stream.read().decode(errors="replace")
+    except OSError:
+        return None
+    fields_after_name = stat[stat.rfind(")") + 2 :].split()
+    if fields_after_name[0] in ("Z", "X"):
+        return None
+    return int(fields_after_name[19])
+
+
+def process_alive(pid: int | None, start_time: int | None) -> bool:
+    if not pid:
+        return False
+    current = process_start_time(pid)
+    return current is not None and (start_time is None or current == start_time)
+
+
+@dataclass
+class ContainerState:
+    """Everything scrun remembers about one container."""
+
+    id: str
+    bundle: str
+    rootfs: str
+    status: Status = Status.CREATING
+    oci_version: str = "1.0.0"
+    annotations: dict[str, str] = field(default_factory=dict)
+    owner: str = ""
+    created: str = field(default_factory=now)
+    started: str | None = None
+    finished: str | None = None
+    anchor_pid: int = 0
+    anchor_start_time: int | None = None
+    job_id: int | None = None
+    existing_job: bool = False
+    job_ended: bool = False
+    step_name: str = "scrun"
+    step_pid: int | None = None
+    step_start_time: int | None = None
+    exit_code: int | None = None
+    error: str | None = None
+
+    def transition(self, status: Status) -> None:
+        """Move forward along the state machine; anything else is a bug or a race."""
+        if status not in TRANSITIONS[self.status]:
+            raise StateError(
+                f"container {self.id!r} cannot go from {self.status.value} to {status.value}"
+            )
+        self.status = status
+        if status is Status.RUNNING:
+            self.started = now()
+        elif status is Status.STOPPED:
+            self.finished = now()
+
+    def anchor_alive(self) -> bool:
+        return process_alive(self.anchor_pid, self.anchor_start_time)
+
+    def effective_status(self) -> Status:
+        """What the container really is: an anchor that died without recording the end
+        (killed with SIGKILL, say) means the container has stopped. No anchor pid yet
+        means `create` is still starting it."""
+        if self.status is not Status.STOPPED and self.anchor_pid and not self.anchor_alive():
+            return Status.STOPPED
+        return self.status
+
+    def oci_state(self) -> dict[str, Any]:
+        """The OCI runtime state document, plus Slurm's job id and the exit code."""
+        status = self.effective_status()
+        document: dict[str, Any] = {
+            "ociVersion": self.oci_version,
+            "id": self.id,
+            "status": status.value,
+            "pid": self.anchor_pid if status is not Status.STOPPED else 0,
+            "bundle": self.bundle,
+            "rootfs": self.rootfs,
+            "created": self.created,
+            "owner": self.owner,
+            "annotations": self.annotations,
+        }
+        if self.job_id is not None:
+            document["jobId"] = self.job_id
+        if status is Status.STOPPED and self.exit_code is not None:
+            document["exitCode"] = self.exit_code
+        return document
+
+    def save(self, spool: Spool) -> None:
+        """Write state.json atomically: a reader sees the old state or the new, never half."""
+        data = asdict(self)
+        data["status"] = self.status.value
+        temporary = f"{spool.state_file}.{os.getpid()}.tmp"
+        try:
+            with open(temporary, "w", encoding="utf-8") as stream:
+                json.dump(data, stream)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(temporary, spool.state_file)
+        except OSError as exc:
+            raise ScrunError(f"cannot save state in {spool.path}: {exc.strerror}") from exc
+
+    @classmethod
+    def load(cls, spool: Spool) -> ContainerState:
+        try:
+            with open(spool.state_file, encoding="utf-8") as stream:
+                data = json.load(stream)
+        except FileNotFoundError:
+            raise ContainerNotFound(spool.container_id) from None
+        except (OSError, ValueError) as exc:
+            raise ScrunError(
+                f"state of container {spool.container_id!r} is unreadable: {exc}"
+            ) from exc
+        known = {f.name for f in fields(cls)}
+        state = cls(**{key: value for key, value in data.items() if key in known})
+        state.status = Status(state.status)
+        return state

@@ -1,0 +1,89 @@
+"""config.json is parsed and validated before anything is submitted."""
+
+import json
+import os
+
+import pytest
+from scrunlib import bundle as bundles
+from scrunlib.errors import InvalidInput
+
+GOOD = {
+    "ociVersion": "1.0.2",
+    "process": {"args": ["sh"], "env": ["A=1"], "terminal": False},
+    "root": {"path": "rootfs"},
+    "annotations": {"k": "v"},
+}
+
+
+def write(tmp_path, config):
+    (tmp_path / "config.json").write_text(
+        config if isinstance(config, str) else json.dumps(config)
+    )
+    return str(tmp_path)
+
+
+def test_good_bundle(tmp_path):
+    bundle = bundles.load(write(tmp_path, GOOD))
+    assert bundle.rootfs == str(tmp_path / "rootfs")
+    assert bundle.args == ("sh",)
+    assert bundle.annotations == {"k": "v"}
+    assert bundle.oci_version == "1.0.2"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda c: c["process"].update(args="sh"), "process.args"),
+        (lambda c: c["process"].update(args=[]), "process.args"),
+        (lambda c: c["process"].update(env="A=1"), "process.env"),
+        (lambda c: c["process"].update(env=[1]), "process.env"),
+        (lambda c: c["process"].update(terminal="yes"), "process.terminal"),
+        (lambda c: c["root"].update(path=5), "root.path"),
+        (lambda c: c.pop("root"), "root"),
+        (lambda c: c.update(annotations=[]), "annotations"),
+        (lambda c: c.update(annotations={"k": 1}), "annotations"),
+        (lambda c: c.update(ociVersion=1), "ociVersion"),
+    ],
+)
+def test_wrong_types_are_rejected(tmp_path, mutate, message):
+    config = json.loads(json.dumps(GOOD))
+    mutate(config)
+    with pytest.raises(InvalidInput, match=message.replace(".", r"\.")):
+        bundles.load(write(tmp_path, config))
+
+
+def test_missing_and_malformed(tmp_path):
+    with pytest.raises(InvalidInput, match="has no config.json"):
+        bundles.load(str(tmp_path))
+    with pytest.raises(InvalidInput, match="not valid JSON"):
+        bundles.load(write(tmp_path, "{nope"))
+    with pytest.raises(InvalidInput, match="not a directory"):
+        bundles.load(str(tmp_path / "missing"))
+
+
+def test_messages_never_say_no_such_file(tmp_path):
+    """Podman and docker turn that phrase into 'command not found' (exit 127)."""
+    with pytest.raises(InvalidInput) as caught:
+        bundles.load(str(tmp_path / "missing"))
+    assert "No such file" not in str(caught.value)
+
+
+def test_slurm_runnable_bundle_links_rootfs(tmp_path):
+    source = tmp_path / "podman"
+    source.mkdir()
+    elsewhere = tmp_path / "merged"
+    elsewhere.mkdir()
+    config = json.loads(json.dumps(GOOD))
+    config["root"]["path"] = str(elsewhere)
+    write(source, config)
+    target = tmp_path / "spool" / "bundle"
+    assert bundles.runnable_by_slurm(str(source), str(target)) == str(target)
+    assert os.readlink(target / "rootfs") == str(elsewhere)
+    assert json.loads((target / "config.json").read_text())["root"]["path"] == str(elsewhere)
+
+
+def test_bundle_with_its_own_rootfs_is_used_as_is(tmp_path):
+    (tmp_path / "rootfs").mkdir()
+    path = write(tmp_path, GOOD)
+    assert bundles.runnable_by_slurm(path, str(tmp_path / "unused")) == path
+    assert not (tmp_path / "unused").exists()

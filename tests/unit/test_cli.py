@@ -1,0 +1,126 @@
+"""The scrun command line: runc/crun-compatible parsing, one-line errors, exit codes."""
+
+import json
+
+import pytest
+from scrun_cli.kill import parse_signal
+from scrun_cli.main import main
+from scrunlib.errors import InvalidInput
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("SCRUN_SITE_CONFIG", str(tmp_path / "none.toml"))
+    for name in ("SCRUN_DEBUG", "SCRUN_STDERR_DEBUG", "SCRUN_FILE_DEBUG", "SCRUN_SYSLOG_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / "scrun"
+
+
+def one_error_line(capsys):
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--bogus", "state", "x"], "unknown option --bogus"),
+        (["frob", "x"], "unknown command 'frob'"),
+        ([], "no command given"),
+        (["state"], "container id not provided"),
+        (["state", "a", "b"], "unexpected argument 'b'"),
+        (["create", "--bundle"], "needs a value"),
+        (["kill", "x", "9", "extra"], "unexpected argument"),
+        (["delete", "--nope", "x"], "unknown option --nope"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(root, capsys, argv, needle):
+    assert main(argv) == 2
+    assert needle in one_error_line(capsys)
+
+
+def test_state_of_unknown_container_fails(root, capsys):
+    assert main(["state", "never"]) == 1
+    assert "container 'never' does not exist" in one_error_line(capsys)
+
+
+def test_bad_id_is_refused_before_any_file_is_touched(root, capsys):
+    assert main(["state", "../etc"]) == 1
+    assert "invalid container id" in one_error_line(capsys)
+    assert not root.exists()
+
+
+def test_delete_force_of_unknown_id_succeeds(root, capsys):
+    assert main(["delete", "--force", "never"]) == 0
+    assert main(["delete", "-f", "never"]) == 0
+    assert main(["delete", "never"]) == 1
+
+
+def test_ignored_runc_options_are_accepted(root, capsys):
+    argv = ["--systemd-cgroup", "--cgroup-manager", "x", "--rootless", "--criu=y", "--debug"]
+    assert main([*argv, "delete", "--force", "never"]) == 0
+    assert main(["--rootless", "true", "--cgroup-manager=disabled", "kill", "--all", "x"]) == 1
+
+
+def test_json_log_file_gets_the_error(root, tmp_path, capsys):
+    log_file = tmp_path / "oci-log"
+    assert main(["--log-format=json", "--log", str(log_file), "state", "never"]) == 1
+    lines = log_file.read_text().splitlines()
+    assert len(lines) == 1
+    entry = json.loads(lines[0])
+    assert entry["level"] == "error"
+    assert entry["msg"] == "container 'never' does not exist"
+    assert entry["time"].endswith("Z")
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_log_file_is_created_even_on_success(root, tmp_path):
+    log_file = tmp_path / "log.json"
+    assert main(["--log", str(log_file), "--log-format", "json", "delete", "-f", "x"]) == 0
+    assert log_file.exists()
+    assert log_file.read_text() == ""
+
+
+def test_invalid_debug_variable_names_it(root, monkeypatch, capsys):
+    monkeypatch.setenv("SCRUN_DEBUG", "loud")
+    assert main(["state", "x"]) == 1
+    assert "SCRUN_DEBUG='loud'" in one_error_line(capsys)
+
+
+def test_bad_log_format(root, capsys):
+    assert main(["--log-format", "xml", "state", "x"]) == 2
+    assert "unknown log format" in one_error_line(capsys)
+
+
+def test_help_and_usage_go_to_stdout(root, capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "create" in out and "--root" in out
+    assert main(["kill", "--help"]) == 0
+    assert "SIGNAL" in capsys.readouterr().out
+    assert main(["--usage"]) == 0
+    assert capsys.readouterr().out.startswith("usage:")
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [("15", 15), ("9", 9), ("KILL", 9), ("SIGKILL", 9), ("sigusr1", 10), ("kill", 9), ("HUP", 1)],
+)
+def test_signal_names_and_numbers(text, number):
+    assert parse_signal(text) == number
+
+
+@pytest.mark.parametrize("text", ["0", "999", "SIGNOPE", "-9", ""])
+def test_bad_signals(text):
+    with pytest.raises(InvalidInput):
+        parse_signal(text)
+
+
+def test_create_with_bad_bundle_leaves_nothing(root, tmp_path, capsys):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "config.json").write_text('{"process": {"args": "sh"}, "root": {"path": "r"}}')
+    assert main(["create", "--bundle", str(tmp_path / "b"), "c1"]) == 1
+    assert "process.args" in one_error_line(capsys)
+    assert not (root / "c1").exists()

@@ -1,0 +1,112 @@
+"""Slurm command lines, composed as argument lists (checked with pytest-subprocess)."""
+
+import pytest
+from scrunlib.errors import SlurmError
+from scrunlib.siteconfig import SiteConfig
+from scrunlib.slurm import (
+    Slurm,
+    StepCommand,
+    cancel_argv,
+    parse_granted_job_id,
+    parse_scontrol_record,
+    parse_version,
+    remote_command_argv,
+    salloc_argv,
+    step_argv,
+)
+
+V2205 = (22, 5, 8)
+V2302 = (23, 2, 0)
+
+
+def test_step_on_22_05_has_no_container_id():
+    step = StepCommand(job_id=5, bundle="/b", args=["sh", "-c", "x y"], container_id="c1")
+    argv = step_argv("/usr/bin/srun", step, V2205)
+    assert "--container-id" not in " ".join(argv)
+    assert argv[:3] == ["/usr/bin/srun", "--jobid", "5"]
+    assert argv[argv.index("--container") + 1] == "/b"
+    assert argv[argv.index("--") :] == ["--", "sh", "-c", "x y"]
+
+
+def test_step_on_23_02_tags_the_container_and_pty():
+    step = StepCommand(job_id=5, bundle="/b", args=["sh"], container_id="c1", pty=True,
+                       extra_args=["--label"])
+    argv = step_argv("srun", step, V2302)
+    assert argv[argv.index("--container-id") + 1] == "c1"
+    assert "--pty" in argv and "--label" in argv
+    assert argv.index("--label") < argv.index("--")
+
+
+def test_salloc_line():
+    argv = salloc_argv("salloc", "scrun", "c1", ["--partition=second"], V2205)
+    assert argv[:2] == ["salloc", "--no-shell"]
+    assert "--job-name=scrun" in argv and "--comment=scrun:c1" in argv
+    assert argv[-1] == "--partition=second"
+    assert "--container-id=c1" in salloc_argv("salloc", "scrun", "c1", [], V2302)
+
+
+def test_remote_command_runs_the_script_unparsed():
+    argv = remote_command_argv("srun", 9, "echo $HOME; rm -rf x")
+    assert argv[-3:] == ["/bin/sh", "-c", "echo $HOME; rm -rf x"]
+
+
+def test_cancel_lines():
+    assert cancel_argv("scancel", 4) == ["scancel", "--quiet", "4"]
+    assert cancel_argv("scancel", 4, signal=10, step_id=2) == [
+        "scancel", "--quiet", "--signal=10", "4.2"]
+
+
+def test_parsers():
+    assert parse_version("slurm 22.05.8\n") == V2205
+    assert parse_granted_job_id("salloc: Granted job allocation 123\n") == 123
+    with pytest.raises(SlurmError):
+        parse_granted_job_id("salloc: error: bad partition")
+    record = parse_scontrol_record("JobId=5 JobName=scrun JobState=RUNNING NodeList=vm")
+    assert record["JobState"] == "RUNNING" and record["NodeList"] == "vm"
+
+
+@pytest.fixture
+def slurm(tmp_path):
+    for name in ("srun", "salloc", "scancel", "scontrol", "squeue"):
+        tool = tmp_path / name
+        tool.write_text("#!/bin/sh\n")
+        tool.chmod(0o755)
+    return Slurm(SiteConfig(bin_dir=str(tmp_path)), "/etc/x/slurm.conf"), str(tmp_path)
+
+
+def test_allocate_parses_the_job_id(fp, slurm):
+    client, bindir = slurm
+    fp.register([f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
+    fp.register([f"{bindir}/salloc", fp.any()], stderr="salloc: Granted job allocation 77\n")
+    assert client.allocate("scrun", "c1", ["--time=2"]) == 77
+    salloc_call = [c for c in fp.calls if c[0].endswith("salloc")][0]
+    assert "--time=2" in salloc_call
+
+
+def test_refused_allocation_names_slurms_reason(fp, slurm):
+    client, bindir = slurm
+    fp.register([f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
+    fp.register(
+        [f"{bindir}/salloc", fp.any()],
+        stderr="salloc: error: invalid partition specified: nope\n"
+        "salloc: error: Job submit/allocate failed: Invalid partition name specified\n",
+        returncode=1,
+    )
+    with pytest.raises(SlurmError, match="allocation refused: .*Invalid partition"):
+        client.allocate("scrun", "c1", ["--partition=nope"])
+
+
+def test_cancel_tolerates_finished_jobs(fp, slurm):
+    client, bindir = slurm
+    fp.register([f"{bindir}/scancel", "--quiet", "5"], returncode=1,
+                stderr="scancel: error: Kill job error on job id 5: Job/step already completed\n")
+    client.cancel(5)
+    fp.register([f"{bindir}/scancel", "--quiet", "6"], returncode=1, stderr="scancel: error: boom\n")
+    with pytest.raises(SlurmError, match="boom"):
+        client.cancel(6)
+
+
+def test_step_ids_by_name(fp, slurm):
+    client, bindir = slurm
+    fp.register([f"{bindir}/squeue", fp.any()], stdout="9.0 other\n9.3 scrun-c1\n9.4 scrun-c1\n")
+    assert client.step_ids(9, "scrun-c1") == [3, 4]

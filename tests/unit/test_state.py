@@ -1,0 +1,76 @@
+"""The container state machine and its persistence."""
+
+import os
+
+import pytest
+from scrunlib.errors import ContainerNotFound, StateError
+from scrunlib.spool import Spool
+from scrunlib.state import ContainerState, Status, process_start_time
+
+
+@pytest.fixture
+def spool(tmp_path):
+    made = Spool(str(tmp_path), "c1")
+    made.create()
+    return made
+
+
+def test_transitions_follow_the_machine():
+    state = ContainerState(id="c1", bundle="/b", rootfs="/b/rootfs")
+    state.transition(Status.CREATED)
+    state.transition(Status.RUNNING)
+    assert state.started
+    state.transition(Status.STOPPED)
+    assert state.finished
+    with pytest.raises(StateError, match="from stopped to running"):
+        state.transition(Status.RUNNING)
+
+
+def test_created_cannot_go_back_to_creating():
+    state = ContainerState(id="c1", bundle="/b", rootfs="/b/rootfs", status=Status.CREATED)
+    with pytest.raises(StateError):
+        state.transition(Status.CREATING)
+
+
+def test_save_and_load_round_trip(spool):
+    state = ContainerState(id="c1", bundle="/b", rootfs="/b/rootfs", job_id=42, exit_code=3)
+    state.transition(Status.STOPPED)
+    state.save(spool)
+    loaded = ContainerState.load(spool)
+    assert loaded == state
+    assert not [name for name in os.listdir(spool.path) if name.endswith(".tmp")]
+
+
+def test_load_of_unknown_container(tmp_path):
+    with pytest.raises(ContainerNotFound, match="'nope' does not exist"):
+        ContainerState.load(Spool(str(tmp_path), "nope"))
+
+
+def test_dead_anchor_means_stopped():
+    state = ContainerState(id="c1", bundle="/b", rootfs="/r", status=Status.RUNNING)
+    state.anchor_pid = os.getpid()
+    state.anchor_start_time = process_start_time(os.getpid())
+    assert state.effective_status() is Status.RUNNING
+    assert state.oci_state()["pid"] == os.getpid()
+    state.anchor_start_time = (state.anchor_start_time or 0) + 1  # a reused pid
+    assert state.effective_status() is Status.STOPPED
+    assert state.oci_state()["pid"] == 0
+
+
+def test_creating_without_anchor_yet_is_creating():
+    state = ContainerState(id="c1", bundle="/b", rootfs="/r")
+    assert state.effective_status() is Status.CREATING
+
+
+def test_oci_state_document():
+    state = ContainerState(
+        id="c1", bundle="/b", rootfs="/r", annotations={"a": "b"}, job_id=7, exit_code=3
+    )
+    state.transition(Status.STOPPED)
+    document = state.oci_state()
+    assert document["status"] == "stopped"
+    assert document["pid"] == 0
+    assert document["jobId"] == 7
+    assert document["exitCode"] == 3
+    assert document["annotations"] == {"a": "b"}
+    assert set(document) >= {"ociVersion", "id", "status", "pid", "bundle"}

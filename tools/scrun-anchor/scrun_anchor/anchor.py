@@ -1,0 +1,445 @@
+"""The anchor: holds one container's Slurm job from `create` to the container's end.
+
+create():  validate SCRUN_* → allocate (or join SLURM_JOB_ID) → job environment →
+           scrun.lua stage-in → a bundle slurmd can run → `created`, pid file written.
+serve():   answer `start` (launch the srun step) and `kill`; notice the step's end, a
+           SIGTERM/SIGINT (what `scrun delete` sends), or the job's end; then stop().
+stop():    end the step (scancel, then SIGTERM → SIGKILL to a stuck srun), record the exit
+           code, stage-out, end the job (new allocations only), remove the socket, exit
+           with the container's exit code (128+N for signal N).
+Every wait is bounded; every failure in create() undoes what was done before reporting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import grp
+import os
+import pwd
+import selectors
+import signal
+import socket
+import subprocess
+import termios
+from types import FrameType
+from typing import Any
+
+from scrunlib import bundle as bundles
+from scrunlib import job_options, log, protocol
+from scrunlib.errors import ScrunError, SlurmError, StateError
+from scrunlib.siteconfig import SiteConfig
+from scrunlib.slurm import Slurm, StepCommand, cluster_name, step_argv, supports_container_id
+from scrunlib.spool import Spool
+from scrunlib.state import ContainerState, Status, process_start_time
+
+from scrun_anchor.staging import Staging
+
+
+class Cancelled(ScrunError):
+    """SIGTERM or SIGINT arrived while the container was being created."""
+
+
+def _raise_cancelled(signum: int, _frame: FrameType | None) -> None:
+    raise Cancelled(f"creation cancelled by {signal.Signals(signum).name}")
+
+
+def exit_code_of(returncode: int) -> int:
+    """subprocess's returncode (negative for a signal) → a shell-style exit code."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+class Anchor:
+    def __init__(
+        self,
+        *,
+        spool: Spool,
+        bundle_path: str,
+        pid_file: str | None,
+        console_socket: str | None,
+        slurm_conf_option: str | None,
+        site: SiteConfig,
+        log_file: str | None,
+        log_format: str,
+    ) -> None:
+        self.spool = spool
+        self.pid_file = pid_file
+        self.console_socket = console_socket
+        self.site = site
+        self.log_file = log_file
+        self.log_format = log_format
+        self.bundle = bundles.load(bundle_path)
+        self.state = ContainerState.load(spool)
+        self.environ = job_options.merge_environment(dict(os.environ), self.bundle.env)
+        self.slurm_conf = site.slurm_conf_path(slurm_conf_option, self.environ)
+        self.slurm = Slurm(site, self.slurm_conf)
+        self.staging = Staging(self.slurm, site)
+        self.request: job_options.JobRequest | None = None
+        self.job_env: dict[str, str] = {}
+        self.run_bundle = self.bundle.path
+        self.server: socket.socket | None = None
+        self.pty_slave: int | None = None
+        self.step: subprocess.Popen[bytes] | None = None
+        self.stop_requested: str | None = None
+        self.exit_code = 0
+
+    # ------------------------------------------------------------------ create
+    def create(self) -> None:
+        """Bring the container to `created`, or undo everything and raise."""
+        previous = {s: signal.signal(s, _raise_cancelled) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self._create()
+        except BaseException as exc:
+            self._undo_create(exc)
+            if isinstance(exc, ScrunError):
+                raise
+            if isinstance(exc, Exception):
+                log.error(f"unexpected failure while creating: {exc!r}")
+                raise ScrunError(f"internal error while creating the container: {exc}") from exc
+            raise
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _create(self) -> None:
+        state = self.state
+        state.anchor_pid = os.getpid()
+        state.anchor_start_time = process_start_time(state.anchor_pid)
+        state.save(self.spool)
+        version = self.slurm.version()
+        self.request = job_options.job_request(self.environ, version)
+        self.staging.load_script()  # a broken scrun.lua fails before any job exists
+        if self.bundle.terminal and self.console_socket:
+            self._send_console()
+        self.server = protocol.listen(self.spool.socket)
+        self._get_job(self.request)
+        self.job_env = self._job_environment(version)
+        result = self.staging.stage_in(self.state, self.bundle, self.spool, self.job_env)
+        if result is not None:
+            state.bundle, state.rootfs = result
+        self.run_bundle = bundles.runnable_by_slurm(state.bundle, self.spool.bundle_dir)
+        state.transition(Status.CREATED)
+        state.save(self.spool)
+        self._write_pid_file()
+        log.info(f"container {state.id} created in job {state.job_id}")
+
+    def _get_job(self, request: job_options.JobRequest) -> None:
+        state = self.state
+        if request.existing_job_id is not None:
+            state.job_id = request.existing_job_id
+            state.existing_job = True
+            state.step_name = f"scrun-{self.spool.path.rsplit('/', 1)[-1]}"
+            record = self.slurm.job_record(state.job_id)
+            if record.get("JobState") != "RUNNING":
+                raise SlurmError(f"job {state.job_id} is not running ({record.get('JobState')})")
+            state.save(self.spool)
+            return
+        state.step_name = request.job_name
+        log.verbose(f"allocating: salloc {' '.join(request.allocation_args)}")
+        state.job_id = self.slurm.allocate(request.job_name, state.id, request.allocation_args)
+        state.save(self.spool)
+        record = self.slurm.job_record(state.job_id)
+        if record.get("JobState") != "RUNNING":
+            raise SlurmError(
+                f"job {state.job_id} ended before it started ({record.get('JobState')})"
+            )
+
+    def _job_environment(self, version: tuple[int, int, int]) -> dict[str, str]:
+        """The job env: SLURM_* of the allocation plus the SCRUN_* output variables; what
+        scrun.lua's hooks see and what its commands (and the container's srun) run with."""
+        state = self.state
+        assert state.job_id is not None
+        record = self.slurm.job_record(state.job_id)
+        env = job_options.job_environment(
+            record, cluster_name(self.slurm_conf), os.uname().nodename
+        )
+        uid, gid = os.getuid(), os.getgid()
+        env.update(
+            job_options.output_variables(
+                oci_version=self.bundle.oci_version,
+                container_id=state.id,
+                anchor_pid=os.getpid(),
+                bundle=self.bundle.path,
+                submission_bundle=self.bundle.path,
+                annotations=self.bundle.annotations,
+                pid_file=self.pid_file or "",
+                socket=self.spool.socket,
+                spool_dir=self.spool.path,
+                config_file=self.bundle.config_file,
+                user=_name(pwd.getpwuid, uid, "pw_name"),
+                user_id=uid,
+                group=_name(grp.getgrgid, gid, "gr_name"),
+                group_id=gid,
+                root=self.spool.root,
+                rootfs_path=self.bundle.rootfs,
+                log_file=self.log_file,
+                log_format=self.log_format if self.log_file else None,
+            )
+        )
+        env["SLURM_CONTAINER"] = self.bundle.path
+        if supports_container_id(version):
+            env["SLURM_CONTAINER_ID"] = state.id
+        return env
+
+    def _send_console(self) -> None:
+        """Hand the pty master to the caller's console socket: one byte + SCM_RIGHTS."""
+        master, slave = os.openpty()
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(30)
+                conn.connect(self.console_socket or "")
+                socket.send_fds(conn, [b" "], [master])
+        except OSError as exc:
+            os.close(slave)
+            raise ScrunError(
+                f"cannot use console socket {self.console_socket}: {exc.strerror}"
+            ) from exc
+        finally:
+            os.close(master)
+        self.pty_slave = slave
+
+    def _write_pid_file(self) -> None:
+        if not self.pid_file:
+            return
+        temporary = f"{self.pid_file}.scrun-tmp"
+        with open(temporary, "w", encoding="ascii") as stream:
+            stream.write(str(os.getpid()))
+        os.replace(temporary, self.pid_file)
+
+    def _undo_create(self, cause: BaseException) -> None:
+        """Leave nothing behind: no job, no socket, no staged bundle (create removes the
+        spool directory once we have exited)."""
+        log.error(f"create failed: {cause}")
+        if self.staging.staged_in:
+            self.staging.stage_out(self.state, self.spool)
+        self._end_job()
+        self._close_server()
+
+    # ------------------------------------------------------------------ serve
+    def serve(self) -> int:
+        """Event loop after `created`: requests, signals, the step's end."""
+        wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_write)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_stop_signal)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the loop
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        if self.bundle.terminal:
+            _detach_stdio()  # in terminal mode our stdio is the caller's, not the container's
+        selector = selectors.DefaultSelector()
+        assert self.server is not None
+        selector.register(self.server, selectors.EVENT_READ, "request")
+        selector.register(wake_read, selectors.EVENT_READ, "wake")
+        while True:
+            for key, _ in selector.select(timeout=1.0):
+                if key.data == "wake":
+                    _drain(wake_read)
+                else:
+                    self._serve_one()
+            if self.stop_requested is not None:
+                break
+            if self.step is not None and self.step.poll() is not None:
+                break
+        return self.stop()
+
+    def _on_stop_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.stop_requested = signal.Signals(signum).name
+
+    def _serve_one(self) -> None:
+        assert self.server is not None
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(5)
+            try:
+                if not protocol.peer_allowed(conn):
+                    protocol.send_line(conn, {"ok": False, "error": "permission denied"})
+                    return
+                message = protocol.read_line(conn)
+                protocol.send_line(conn, self._handle(message))
+            except (OSError, ValueError) as exc:
+                log.verbose(f"bad request: {exc}")
+
+    def _handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        op = message.get("op")
+        try:
+            if op == "start":
+                self._start()
+            elif op == "kill":
+                self._kill(int(message.get("signal", signal.SIGTERM)))
+            else:
+                return {"ok": False, "error": f"unknown request {op!r}"}
+        except ScrunError as exc:
+            log.error(exc.message)
+            return {"ok": False, "error": exc.message}
+        return {"ok": True}
+
+    def _start(self) -> None:
+        state = self.state
+        if state.status is Status.RUNNING:
+            return
+        if state.status is not Status.CREATED:
+            raise StateError(f"container {state.id!r} is {state.status.value}, it cannot start")
+        assert self.request is not None and state.job_id is not None
+        argv = step_argv(
+            self.slurm.path("srun"),
+            StepCommand(
+                job_id=state.job_id,
+                bundle=self.run_bundle,
+                args=self.bundle.args,
+                container_id=state.id,
+                job_name=state.step_name,
+                pty=self.bundle.terminal,
+                extra_args=self.request.step_args,
+            ),
+            self.slurm.version(),
+        )
+        env = {
+            **self.job_env,
+            "SLURM_CONF": self.slurm_conf,
+            "PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
+        }
+        log.verbose(f"starting step: {' '.join(argv)}")
+        self.step = self.slurm.command(argv).with_env(**env).popen(**self._step_stdio())
+        if self.pty_slave is not None:
+            os.close(self.pty_slave)
+            self.pty_slave = None
+        state.step_pid = self.step.pid
+        state.step_start_time = process_start_time(self.step.pid)
+        state.transition(Status.RUNNING)
+        state.save(self.spool)
+
+    def _step_stdio(self) -> dict[str, Any]:
+        if self.pty_slave is None:
+            return {"stdin": 0, "stdout": 1, "stderr": 2}
+        slave = self.pty_slave
+
+        def controlling_tty() -> None:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        return {
+            "stdin": slave,
+            "stdout": slave,
+            "stderr": slave,
+            "start_new_session": True,
+            "preexec_fn": controlling_tty,
+        }
+
+    def _kill(self, signum: int) -> None:
+        state = self.state
+        assert state.job_id is not None
+        if state.status is Status.CREATED:
+            # Never started: "killing" it ends it, as runc does with a created container.
+            self.exit_code = 128 + signum
+            self.stop_requested = f"signal {signum} before start"
+        elif state.status is Status.RUNNING:
+            self._signal_step(signum)
+
+    def _signal_step(self, signum: int | None) -> None:
+        """Signal our step (signum None: cancel it). A new allocation holds only our step,
+        so the job is signalled; in an existing allocation only our named step is."""
+        state = self.state
+        assert state.job_id is not None
+        if not state.existing_job:
+            self.slurm.cancel(state.job_id, signal=signum)
+            return
+        for step_id in self.slurm.step_ids(state.job_id, state.step_name):
+            self.slurm.cancel(state.job_id, signal=signum, step_id=step_id)
+
+    # ------------------------------------------------------------------ stop
+    def stop(self) -> int:
+        state = self.state
+        if self.step is not None:
+            self._end_step()
+            assert self.step.returncode is not None
+            self.exit_code = exit_code_of(self.step.returncode)
+        if self.stop_requested:
+            log.info(f"stopping container {state.id}: {self.stop_requested}")
+        self._report_job_end()
+        state.exit_code = self.exit_code
+        state.transition(Status.STOPPED)
+        state.save(self.spool)
+        if self.staging.staged_in:
+            self.staging.stage_out(self.state, self.spool)
+        self._end_job()
+        state.save(self.spool)
+        self._close_server()
+        log.info(f"container {state.id} stopped with exit code {self.exit_code}")
+        return self.exit_code
+
+    def _end_step(self) -> None:
+        """Wait for the step's srun: cancel the step first if we are asked to stop, and
+        escalate SIGTERM → SIGKILL if srun does not go away in time."""
+        assert self.step is not None
+        if self.step.poll() is not None:
+            return
+        if self.stop_requested:
+            try:
+                self._signal_step(None)
+            except SlurmError as exc:
+                log.error(str(exc))
+        for escalation in (None, signal.SIGTERM, signal.SIGKILL):
+            if escalation is not None:
+                log.error(f"srun {self.step.pid} still running; sending {escalation.name}")
+                self.step.send_signal(escalation)
+            try:
+                self.step.wait(timeout=self.site.step_grace)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+        self.step.wait()
+
+    def _report_job_end(self) -> None:
+        """Say why, when Slurm (not the container) ended the step: time limit, scancel."""
+        state = self.state
+        if state.job_id is None or state.existing_job:
+            return
+        try:
+            job_state = self.slurm.job_record(state.job_id).get("JobState", "")
+        except SlurmError:
+            return
+        if job_state in ("TIMEOUT", "CANCELLED", "FAILED", "NODE_FAIL", "PREEMPTED", "DEADLINE"):
+            state.error = f"job {state.job_id} ended by Slurm: {job_state}"
+            log.error(state.error)
+
+    def _end_job(self) -> None:
+        """End a job we allocated (never one we joined); `delete` relies on job_ended."""
+        state = self.state
+        if state.job_id is None or state.existing_job or state.job_ended:
+            return
+        try:
+            self.slurm.cancel(state.job_id)
+            state.job_ended = True
+        except SlurmError as exc:
+            log.error(str(exc))
+
+    def _close_server(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.spool.socket)
+
+
+def _name(lookup: Any, number: int, attribute: str) -> str:
+    try:
+        return str(getattr(lookup(number), attribute))
+    except KeyError:
+        return ""
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _detach_stdio() -> None:
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)

@@ -1,0 +1,5 @@
+import sys
+
+from scrun_cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,138 @@
+"""`scrun create`: validate the bundle, then start the container's anchor and wait until it
+reports the container created (job allocated, nodes ready, stage-in done) or failed.
+
+The anchor is our child: conmon and containerd-shim are subreapers and wait for the pid in
+`--pid-file`, which is the anchor's. It keeps our stdin/stdout/stderr for the container.
+On failure nothing is left: the anchor ends any job it got, we remove the spool directory.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import sys
+from collections.abc import Sequence
+
+from scrunlib import bundle as bundles
+from scrunlib.errors import InvalidInput, ScrunError
+from scrunlib.spool import Spool
+from scrunlib.state import ContainerState
+
+from scrun_cli.context import Context
+from scrun_cli.options import Opt, one_id, parse, usage_text
+
+OPTIONS = (
+    Opt("bundle", "b", value=True, help="bundle directory (default: the current directory)"),
+    Opt("pid-file", value=True, help="write the container's pid (the anchor's) here"),
+    Opt("console-socket", value=True, help="AF_UNIX socket to receive the pty master"),
+    Opt("no-pivot", ignored=True),
+    Opt("no-new-keyring", ignored=True),
+    Opt("preserve-fds", value=True, ignored=True),
+)
+USAGE = usage_text(
+    "scrun create [OPTIONS] CONTAINER-ID",
+    "Create a container from an OCI bundle: allocate its Slurm job, stage it with the\n"
+    "site's scrun.lua, and wait for `scrun start`. Exits non-zero, leaving nothing behind,\n"
+    "when the bundle is invalid, the allocation is refused or stage-in fails.",
+    OPTIONS,
+)
+
+
+def anchor_command() -> list[str]:
+    """The scrun-anchor beside our interpreter (PATH may be missing under podman)."""
+    beside = os.path.join(os.path.dirname(sys.executable), "scrun-anchor")
+    if os.access(beside, os.X_OK):
+        return [beside]
+    return [sys.executable, "-m", "scrun_anchor"]
+
+
+def create_container(
+    ctx: Context,
+    container_id: str,
+    bundle_path: str,
+    pid_file: str | None,
+    console_socket: str | None,
+) -> int:
+    """Everything `create` does; returns the anchor's pid once the container is created."""
+    spool = ctx.spool(container_id)
+    bundle = bundles.load(bundle_path)
+    if bundle.terminal and not console_socket and not os.isatty(0):
+        raise InvalidInput("process.terminal is true but no --console-socket was given")
+    if pid_file:
+        pid_file = os.path.abspath(pid_file)
+    spool.create()
+    try:
+        ContainerState(
+            id=container_id,
+            bundle=bundle.path,
+            rootfs=bundle.rootfs,
+            oci_version=bundle.oci_version,
+            annotations=bundle.annotations,
+            owner=_user_name(),
+        ).save(spool)
+        return _launch_anchor(ctx, spool, bundle.path, pid_file, console_socket)
+    except BaseException:
+        spool.remove()
+        raise
+
+
+def _user_name() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
+
+
+def _launch_anchor(
+    ctx: Context, spool: Spool, bundle_path: str, pid_file: str | None, console_socket: str | None
+) -> int:
+    read_end, write_end = os.pipe()
+    argv = [
+        *anchor_command(),
+        "--root",
+        spool.root,
+        "--bundle",
+        bundle_path,
+        "--ready-fd",
+        str(write_end),
+        *ctx.log_settings.as_args(),
+    ]
+    if pid_file:
+        argv += ["--pid-file", pid_file]
+    if console_socket:
+        argv += ["--console-socket", os.path.abspath(console_socket)]
+    if ctx.slurm_conf_option:
+        argv += ["--slurm-conf", ctx.slurm_conf_option]
+    argv += ["--", spool.container_id]
+    pid = os.fork()
+    if pid == 0:  # the anchor: keeps our stdio, which is the container's
+        try:
+            os.close(read_end)
+            os.set_inheritable(write_end, True)
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        report = pipe.read().decode(errors="replace").strip()
+    verdict, _, detail = report.partition(" ")
+    if verdict == "created":
+        return pid
+    _, status = os.waitpid(pid, 0)
+    if verdict == "error" and detail:
+        raise ScrunError(detail)
+    code = os.waitstatus_to_exitcode(status)
+    raise ScrunError(f"the container's anchor failed before reporting (status {code})")
+
+
+def run(ctx: Context, argv: Sequence[str]) -> int:
+    values, words = parse(argv, OPTIONS, USAGE, what="create")
+    (container_id,) = one_id(words, "create")
+    create_container(
+        ctx,
+        container_id,
+        values.get("bundle") or os.getcwd(),
+        values.get("pid-file"),
+        values.get("console-socket"),
+    )
+    return 0

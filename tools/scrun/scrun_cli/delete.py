@@ -1,0 +1,88 @@
+"""`scrun delete [--force] ID`: end the container's job and remove all scrun kept for it.
+
+Always forced (a running container is stopped first) and idempotent: `--force` on an
+unknown id succeeds, as podman's and containerd's cleanups need. The normal case (the
+anchor has already ended the job and exited) touches no Slurm command at all.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Sequence
+
+from scrunlib import log
+from scrunlib.errors import ContainerNotFound
+from scrunlib.spool import Spool
+from scrunlib.state import ContainerState, process_alive
+
+from scrun_cli.context import Context
+from scrun_cli.options import Opt, one_id, parse, usage_text
+
+OPTIONS = (Opt("force", "f", help="succeed even if the container does not exist"),)
+USAGE = usage_text(
+    "scrun delete [--force] CONTAINER-ID",
+    "Stop the container if it is still running (its job is ended, stage-out runs), then\n"
+    "remove its state. Deleting an unknown container is an error unless --force is given.",
+    OPTIONS,
+)
+
+
+def wait_gone(pid: int, start_time: int | None, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while process_alive(pid, start_time):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def stop_anchor(ctx: Context, state: ContainerState) -> None:
+    """SIGTERM makes the anchor end the step and job, stage out and exit; a stuck anchor
+    gets SIGKILL and the leftovers are then ended by `release_leftovers`."""
+    os.kill(state.anchor_pid, signal.SIGTERM)
+    timeout = ctx.site.lua_timeout + ctx.site.step_grace + 30
+    if not wait_gone(state.anchor_pid, state.anchor_start_time, timeout):
+        log.error(f"anchor {state.anchor_pid} did not stop in {timeout:.0f}s; killing it")
+        os.kill(state.anchor_pid, signal.SIGKILL)
+        wait_gone(state.anchor_pid, state.anchor_start_time, 5)
+
+
+def release_leftovers(ctx: Context, state: ContainerState) -> None:
+    """After an anchor died without cleaning up: end our step's srun and our job."""
+    if process_alive(state.step_pid, state.step_start_time) and state.step_pid:
+        os.kill(state.step_pid, signal.SIGKILL)
+    if state.job_id is None or state.job_ended:
+        return
+    from scrunlib.slurm import Slurm  # only on this fault path: plumbum is not cheap
+
+    slurm = Slurm(ctx.site, ctx.slurm_conf)
+    if state.existing_job:
+        for step in slurm.step_ids(state.job_id, state.step_name):
+            slurm.cancel(state.job_id, step_id=step)
+    else:
+        slurm.cancel(state.job_id)
+    log.verbose(f"delete: ended job {state.job_id} left by a dead anchor")
+
+
+def delete_container(ctx: Context, spool: Spool, state: ContainerState) -> None:
+    if state.anchor_alive():
+        stop_anchor(ctx, state)
+        state = ContainerState.load(spool)
+    release_leftovers(ctx, state)
+    spool.remove()
+
+
+def run(ctx: Context, argv: Sequence[str]) -> int:
+    values, words = parse(argv, OPTIONS, USAGE, what="delete")
+    (container_id,) = one_id(words, "delete")
+    spool = ctx.spool(container_id)
+    try:
+        state = ContainerState.load(spool)
+    except ContainerNotFound:
+        if values.get("force"):
+            return 0
+        raise
+    delete_container(ctx, spool, state)
+    return 0

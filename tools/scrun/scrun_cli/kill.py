@@ -1,0 +1,50 @@
+"""`scrun kill [--all] ID [SIGNAL]`: signal the container's processes through Slurm."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+
+from scrunlib import log, protocol
+from scrunlib.errors import InvalidInput
+from scrunlib.state import ContainerState, Status
+
+from scrun_cli.context import Context
+from scrun_cli.options import Opt, one_id, parse, usage_text
+
+OPTIONS = (Opt("all", "a", ignored=True, help="signal all processes (always the case)"),)
+USAGE = usage_text(
+    "scrun kill [--all] CONTAINER-ID [SIGNAL]",
+    "Send SIGNAL (a number, or a name with or without SIG; default TERM) to the container.\n"
+    "Killing a container that has already stopped succeeds and does nothing.",
+    OPTIONS,
+)
+
+
+def parse_signal(text: str) -> int:
+    """`15`, `TERM`, `SIGTERM`, `sigterm` → 15; anything else is an error."""
+    word = text.strip()
+    if word.isdigit():
+        number = int(word)
+        if 1 <= number < signal.SIGRTMAX:
+            return number
+        raise InvalidInput(f"invalid signal {text!r}: out of range")
+    name = word.upper()
+    name = name if name.startswith("SIG") else f"SIG{name}"
+    try:
+        return int(signal.Signals[name])
+    except KeyError:
+        raise InvalidInput(f"invalid signal {text!r}") from None
+
+
+def run(ctx: Context, argv: Sequence[str]) -> int:
+    _, words = parse(argv, OPTIONS, USAGE, what="kill")
+    container_id, *rest = one_id(words, "kill", extra="SIGNAL")
+    number = parse_signal(rest[0]) if rest else int(signal.SIGTERM)
+    spool = ctx.spool(container_id)
+    state = ContainerState.load(spool)
+    if state.effective_status() is Status.STOPPED:
+        log.debug(f"kill: container {container_id!r} has already stopped")
+        return 0
+    protocol.request(spool.socket, {"op": "kill", "signal": number})
+    return 0

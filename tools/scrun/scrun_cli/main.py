@@ -1,0 +1,135 @@
+"""scrun: an OCI runtime that runs each container as a Slurm job.
+
+    scrun [GLOBAL OPTIONS] COMMAND [COMMAND OPTIONS] CONTAINER-ID [ARGS]
+
+Global options end at the command word. Each command lives in its own module and is
+imported only when used, so `scrun state` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from scrunlib import log
+from scrunlib.errors import ScrunError, UsageError
+from scrunlib.log import LogSettings, parse_level
+
+from scrun_cli.context import Context
+from scrun_cli.options import HelpRequested, Opt, parse, usage_text
+
+COMMANDS = {
+    "create": "create a container: allocate its Slurm job and stage it (does not run it)",
+    "start": "run the created container's process as a job step",
+    "state": "print the container's OCI state as JSON",
+    "kill": "send a signal to the container's processes",
+    "delete": "end the container's job and remove everything scrun kept for it",
+    "run": "create, start and wait for a container; exit with its exit code",
+    "version": "print scrun's, the OCI spec's and Slurm's versions",
+}
+
+GLOBAL_OPTIONS = (
+    Opt("root", value=True, help="directory for container state (default: see below)"),
+    Opt("log", value=True, help="also write log lines to this file"),
+    Opt("log-format", value=True, help="format of the --log file: json (default) or text"),
+    Opt("debug", help="log debug lines to stderr"),
+    Opt("verbose", "v", repeat=True, help="raise the stderr log level (repeatable)"),
+    Opt("slurm-conf", "f", value=True, help="slurm.conf to use (default: SLURM_CONF, site config)"),
+    Opt("version", "V", help="print the version and exit"),
+    Opt("usage", help="print a short usage and exit"),
+    Opt("systemd-cgroup", ignored=True),
+    Opt("cgroup-manager", value=True, ignored=True),
+    Opt("rootless", value=True, ignored=True),
+    Opt("criu", value=True, ignored=True),
+    Opt("log-level", value=True, ignored=True),
+)
+
+SYNOPSIS = "scrun [GLOBAL OPTIONS] COMMAND [OPTIONS] CONTAINER-ID"
+DESCRIPTION = (
+    """\
+An OCI container runtime for Slurm: podman and docker call it as they call runc or crun;
+each container becomes a Slurm job, staged by the site's scrun.lua and run with
+`srun --container`.
+
+commands:
+"""
+    + "\n".join(f"  {name:<9} {text}" for name, text in COMMANDS.items())
+    + """
+
+Run `scrun COMMAND --help` for a command's options. Default --root: $XDG_RUNTIME_DIR/scrun
+when set and non-empty, else /run/user/<uid>/scrun. Logging: SCRUN_DEBUG,
+SCRUN_STDERR_DEBUG, SCRUN_SYSLOG_DEBUG, SCRUN_FILE_DEBUG = quiet|fatal|error|info|verbose|
+debug|debug2..debug5. Site configuration: $SCRUN_SITE_CONFIG, <prefix>/etc/scrun/scrun.toml,
+/etc/scrun/scrun.toml."""
+)
+USAGE = usage_text(SYNOPSIS, DESCRIPTION, GLOBAL_OPTIONS)
+SHORT_USAGE = f"usage: {SYNOPSIS}\ncommands: {', '.join(COMMANDS)}\n"
+
+
+def _normalise_rootless(argv: list[str]) -> list[str]:
+    """runc takes `--rootless VALUE`, others a bare `--rootless`: accept both."""
+    result = []
+    for index, word in enumerate(argv):
+        if word == "--rootless":
+            following = argv[index + 1] if index + 1 < len(argv) else ""
+            if following.lower() not in ("true", "false", "auto"):
+                word = "--rootless=true"
+        result.append(word)
+    return result
+
+
+def _context(values: dict[str, Any]) -> Context:
+    environ = dict(os.environ)
+    settings = LogSettings.from_env(environ)
+    settings.stderr += int(values.get("verbose", 0) or 0)
+    settings.stderr = min(settings.stderr, 9)
+    if values.get("debug"):
+        settings.stderr = max(settings.stderr, parse_level("debug", "--debug"))
+    log_format = str(values.get("log-format") or "json").lower()
+    if log_format not in ("json", "text"):
+        raise UsageError(f"unknown log format {log_format!r}: expected json or text")
+    settings.log_format = log_format
+    settings.log_file = str(values["log"]) if values.get("log") else None
+    log.configure(settings)
+    return Context(
+        root_option=str(values["root"]) if values.get("root") else None,
+        slurm_conf_option=str(values["slurm-conf"]) if values.get("slurm-conf") else None,
+        log_settings=settings,
+        environ=environ,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = _normalise_rootless(list(sys.argv[1:] if argv is None else argv))
+    try:
+        values, rest = parse(words, GLOBAL_OPTIONS, USAGE, stop_at_first_word=True)
+        if values.get("version"):
+            rest = ["version"]
+        elif values.get("usage"):
+            sys.stdout.write(SHORT_USAGE)
+            return 0
+        ctx = _context(values)
+        if not rest:
+            raise UsageError("no command given (try `scrun --help`)")
+        command = rest[0].lower()
+        if command not in COMMANDS:
+            raise UsageError(f"unknown command {rest[0]!r} (commands: {', '.join(COMMANDS)})")
+        module = importlib.import_module(f"scrun_cli.{command if command != 'run' else 'run_cmd'}")
+        code: int = module.run(ctx, rest[1:])
+        return code
+    except HelpRequested as help_request:
+        sys.stdout.write(help_request.text)
+        return 0
+    except ScrunError as exc:
+        log.error(exc.message)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        log.error("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

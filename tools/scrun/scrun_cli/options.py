@@ -1,0 +1,115 @@
+"""Command-line parsing shared by the scrun commands: getopt, as runc and crun behave.
+
+getopt (not argparse) keeps the hot path cheap and gives exactly the runc/crun surface:
+`--opt=value` and `--opt value`, unique prefixes of long options, attached short values.
+Options a runtime caller may pass but which mean nothing here are accepted, logged at
+debug level and ignored.
+"""
+
+from __future__ import annotations
+
+import getopt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scrunlib import log
+from scrunlib.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Opt:
+    long: str
+    short: str = ""
+    value: bool = False
+    ignored: bool = False  # accepted for compatibility with runc/crun callers, no effect
+    repeat: bool = False  # counted (-v -v)
+    help: str = ""
+
+    def usage(self) -> str:
+        names = f"-{self.short}, --{self.long}" if self.short else f"    --{self.long}"
+        if self.value:
+            names += " VALUE"
+        note = " (accepted, ignored)" if self.ignored else ""
+        return f"  {names:<28} {self.help}{note}"
+
+
+class HelpRequested(Exception):
+    """`--help`: print the usage text and exit 0."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+HELP = Opt("help", "h", help="show this help")
+
+
+def usage_text(synopsis: str, description: str, options: Sequence[Opt]) -> str:
+    lines = [f"usage: {synopsis}", "", description, "", "options:"]
+    lines += [opt.usage() for opt in [*options, HELP]]
+    return "\n".join(lines) + "\n"
+
+
+def parse(
+    argv: Sequence[str],
+    options: Sequence[Opt],
+    usage: str,
+    *,
+    stop_at_first_word: bool = False,
+    what: str = "scrun",
+) -> tuple[dict[str, Any], list[str]]:
+    """Parse `argv`; returns ({long name: value, True or count}, positional words).
+
+    `stop_at_first_word`: global options end at the command word (POSIX getopt)."""
+    everything = [*options, HELP]
+    shortopts = "".join(o.short + (":" if o.value else "") for o in everything if o.short)
+    longopts = [o.long + ("=" if o.value else "") for o in everything]
+    parser = getopt.getopt if stop_at_first_word else getopt.gnu_getopt
+    try:
+        parsed, words = parser(list(argv), shortopts, longopts)
+    except getopt.GetoptError as exc:
+        prefix = "" if what == "scrun" else f"{what}: "
+        raise UsageError(f"{prefix}{_explain(exc)}") from None
+    by_flag = {f"--{o.long}": o for o in everything} | {
+        f"-{o.short}": o for o in everything if o.short
+    }
+    values: dict[str, Any] = {}
+    for flag, value in parsed:
+        opt = by_flag[flag]
+        if opt is HELP:
+            raise HelpRequested(usage)
+        if opt.ignored:
+            log.debug(f"{what}: ignoring option {flag}{'=' + value if opt.value else ''}")
+        elif opt.repeat:
+            values[opt.long] = values.get(opt.long, 0) + 1
+        else:
+            values[opt.long] = value if opt.value else True
+    return values, words
+
+
+def _explain(exc: getopt.GetoptError) -> str:
+    option = (
+        exc.opt
+        if exc.opt.startswith("-") or not exc.opt
+        else (f"--{exc.opt}" if len(exc.opt) > 1 else f"-{exc.opt}")
+    )
+    if "not recognized" in exc.msg:
+        return f"unknown option {option}"
+    if "requires argument" in exc.msg:
+        return f"option {option} needs a value"
+    if "must not have an argument" in exc.msg:
+        return f"option {option} takes no value"
+    if "not a unique prefix" in exc.msg:
+        return f"option {option} is ambiguous"
+    return exc.msg
+
+
+def one_id(words: Sequence[str], command: str, extra: str = "") -> list[str]:
+    """Check the positional words: exactly the container id (plus `extra`, optional)."""
+    limit = 2 if extra else 1
+    if not words:
+        raise UsageError(f"{command}: container id not provided")
+    if len(words) > limit:
+        raise UsageError(f"{command}: unexpected argument {words[limit]!r}")
+    return list(words)

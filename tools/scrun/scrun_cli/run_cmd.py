@@ -1,0 +1,59 @@
+"""`scrun run`: create, start, wait, delete; for people who drive scrun by hand.
+Exits with the container's exit code (128+N when a signal N ended it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Sequence
+from types import FrameType
+
+from scrunlib import protocol
+from scrunlib.errors import ScrunError
+from scrunlib.state import ContainerState
+
+from scrun_cli.context import Context
+from scrun_cli.create import create_container
+from scrun_cli.delete import delete_container
+from scrun_cli.options import Opt, one_id, parse, usage_text
+
+OPTIONS = (
+    Opt("bundle", "b", value=True, help="bundle directory (default: the current directory)"),
+    Opt("pid-file", value=True, help="write the container's pid (the anchor's) here"),
+    Opt("keep", help="keep the container's state after it exits (no delete)"),
+)
+USAGE = usage_text(
+    "scrun run [OPTIONS] CONTAINER-ID",
+    "Run a container in the foreground as a Slurm job and exit with its exit code.\n"
+    "Ctrl-C (SIGINT) or SIGTERM stops the container and its job.",
+    OPTIONS,
+)
+
+
+def run(ctx: Context, argv: Sequence[str]) -> int:
+    values, words = parse(argv, OPTIONS, USAGE, what="run")
+    (container_id,) = one_id(words, "run")
+    anchor = create_container(
+        ctx, container_id, values.get("bundle") or os.getcwd(), values.get("pid-file"), None
+    )
+    spool = ctx.spool(container_id)
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        os.kill(anchor, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            protocol.request(spool.socket, {"op": "start"})
+        except ScrunError:
+            delete_container(ctx, spool, ContainerState.load(spool))
+            raise
+        _, status = os.waitpid(anchor, 0)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    code = os.waitstatus_to_exitcode(status)
+    exit_code = code if code >= 0 else 128 - code
+    if not values.get("keep"):
+        delete_container(ctx, spool, ContainerState.load(spool))
+    return exit_code

@@ -1,0 +1,33 @@
+"""`scrun start ID`: ask the anchor to launch the container's step. Prints nothing on
+success: under podman, start's stdout is the user's terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scrunlib import protocol
+from scrunlib.errors import StateError
+from scrunlib.state import ContainerState, Status
+
+from scrun_cli.context import Context
+from scrun_cli.options import one_id, parse, usage_text
+
+USAGE = usage_text(
+    "scrun start CONTAINER-ID",
+    "Start the process of a created container (as a step of its Slurm job).",
+    (),
+)
+
+
+def run(ctx: Context, argv: Sequence[str]) -> int:
+    _, words = parse(argv, (), USAGE, what="start")
+    (container_id,) = one_id(words, "start")
+    spool = ctx.spool(container_id)
+    state = ContainerState.load(spool)
+    status = state.effective_status()
+    if status is Status.STOPPED:
+        raise StateError(f"container {container_id!r} has already stopped")
+    if status is Status.CREATING:
+        raise StateError(f"container {container_id!r} is still being created")
+    protocol.request(spool.socket, {"op": "start"})
+    return 0
