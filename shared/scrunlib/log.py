@@ -12,11 +12,13 @@ import contextlib
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import Any, TextIO
 
 from scrunlib.errors import InvalidInput
+
+TYPE_CHECKING = False  # typing, dataclasses and datetime cost milliseconds per call
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any, TextIO
 
 LEVELS: dict[str, int] = {
     "quiet": 0,
@@ -49,24 +51,35 @@ def parse_level(value: str, source: str) -> int:
     raise InvalidInput(f"invalid log level {source}={value!r}: expected one of {names}")
 
 
-@dataclass
 class LogSettings:
-    """Thresholds per output, plus where the `--log` file is and its format."""
+    """Thresholds per output, plus where the `--log` file is and its format.
 
-    stderr: int = INFO
-    syslog: int = 0
-    file: int = ERROR  # the --log file: by default only the error that ends a failed command
-    log_file: str | None = None
-    log_format: str = "json"
-    extra_file: str | None = None  # e.g. the anchor's own log in its spool directory
-    extra_level: int = 0
-    program: str = "scrun"
-    stderr_stream: TextIO | None = field(default=None, repr=False)
+    `file` is the --log file's level: by default only the error that ends a failed command
+    goes there (podman reads that file as one JSON object). `extra_file` is a text log of
+    its own, such as the anchor's in its spool directory."""
+
+    def __init__(
+        self,
+        *,
+        stderr: int = INFO,
+        syslog: int = 0,
+        file: int = ERROR,
+        log_file: str | None = None,
+        log_format: str = "json",
+        extra_file: str | None = None,
+        extra_level: int = 0,
+        program: str = "scrun",
+        stderr_stream: TextIO | None = None,
+    ) -> None:
+        self.stderr, self.syslog, self.file = stderr, syslog, file
+        self.log_file, self.log_format = log_file, log_format
+        self.extra_file, self.extra_level = extra_file, extra_level
+        self.program, self.stderr_stream = program, stderr_stream
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> LogSettings:
         """Apply SCRUN_DEBUG, SCRUN_STDERR_DEBUG, SCRUN_SYSLOG_DEBUG and SCRUN_FILE_DEBUG."""
-        settings = replace(cls(), **overrides)
+        settings = cls(**overrides)
         for name in ENV_VARIABLES:
             raw = environ.get(name)
             if raw is None or raw == "":
@@ -157,6 +170,8 @@ def debug(message: str, depth: int = 1) -> None:
 
 
 def _rfc3339(moment: datetime) -> str:
+    from datetime import UTC
+
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -214,6 +229,7 @@ def _loguru() -> Any:
 
     s = _settings
     if s.stderr:
+
         def to_stderr(message: Any) -> None:
             stream = s.stderr_stream or sys.stderr  # looked up late: tests swap sys.stderr
             stream.write(_stderr_line(message.record))

@@ -12,10 +12,13 @@ import json
 import os
 import socket
 import struct
-from typing import Any
 
 from scrunlib.errors import AnchorError
 from scrunlib.spool import socket_address
+
+TYPE_CHECKING = False  # typing costs milliseconds on every call
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_MESSAGE = 64 * 1024
 

@@ -14,7 +14,6 @@ The site file is TOML, looked up in this order (first that exists wins):
 Keys (all optional):
   slurm_conf = "/etc/slurm/slurm.conf"
   bin_dir    = "/usr/bin"                 # where srun, salloc, scancel, squeue, scontrol are
-  root       = "/run/scrun"               # default --root instead of the per-user rule
   lua_timeout = 300                       # seconds a scrun.lua hook may run
   step_grace = 10                         # seconds between SIGTERM and SIGKILL for a stuck srun
 """
@@ -47,7 +46,6 @@ class SiteConfig:
     path: str | None = None
     slurm_conf: str | None = None
     bin_dir: str | None = None
-    root: str | None = None
     lua_timeout: float = 300.0
     step_grace: float = 10.0
     raw: Mapping[str, Any] = field(default_factory=dict)
@@ -89,7 +87,6 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
     known: dict[str, type | tuple[type, ...]] = {
         "slurm_conf": str,
         "bin_dir": str,
-        "root": str,
         "lua_timeout": (int, float),
         "step_grace": (int, float),
     }
@@ -103,7 +100,6 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         path=path,
         slurm_conf=data.get("slurm_conf"),
         bin_dir=data.get("bin_dir"),
-        root=data.get("root"),
         lua_timeout=float(data.get("lua_timeout", 300.0)),
         step_grace=float(data.get("step_grace", 10.0)),
         raw=dict(data),

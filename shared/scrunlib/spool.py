@@ -11,12 +11,9 @@ Container ids are never trusted: they are checked before any path is built from 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from scrunlib.errors import ContainerExists, InvalidInput, ScrunError
 
@@ -42,11 +39,9 @@ def validate_id(container_id: str) -> str:
     return container_id
 
 
-def default_root(environ: Mapping[str, str], configured: str | None = None) -> str:
-    """Every command agrees on this without being told: the site's `root`, else
+def default_root(environ: Mapping[str, str]) -> str:
+    """Every command agrees on this without being told (podman never passes --root):
     `$XDG_RUNTIME_DIR/scrun` when set and non-empty, else `/run/user/<uid>/scrun`."""
-    if configured:
-        return configured.replace("{uid}", str(os.getuid()))
     runtime_dir = environ.get("XDG_RUNTIME_DIR")
     if runtime_dir:
         return os.path.join(runtime_dir, "scrun")
@@ -56,16 +51,20 @@ def default_root(environ: Mapping[str, str], configured: str | None = None) -> s
 def dir_name(container_id: str) -> str:
     if len(container_id) <= _MAX_PLAIN_NAME:
         return container_id
+    import hashlib
+
     digest = hashlib.sha256(container_id.encode()).hexdigest()[:24]
     return f"{container_id[:100]}-{digest}"
 
 
-@dataclass(frozen=True)
 class Spool:
     """Paths of one container's spool directory."""
 
-    root: str
-    container_id: str
+    __slots__ = ("container_id", "root")
+
+    def __init__(self, root: str, container_id: str) -> None:
+        self.root = root
+        self.container_id = container_id
 
     @property
     def path(self) -> str:
@@ -101,6 +100,8 @@ class Spool:
             raise ScrunError(f"cannot create spool directory {self.path}: {exc.strerror}") from exc
 
     def remove(self) -> None:
+        import shutil
+
         shutil.rmtree(self.path, ignore_errors=True)
 
 

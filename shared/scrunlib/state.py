@@ -3,22 +3,26 @@
     creating ──> created ──> running ──> stopped
         └───────────┴────────────────────────^
 
-Only the anchor writes state; every other command reads it. Because it is on disk (not
-only in the anchor's memory), `state` and `delete` work after the anchor has exited, and
-`state` reports the real exit code and job id until `delete`.
+Only the anchor writes state (and `create` its first version); every other command reads
+it. Because it is on disk, not only in the anchor's memory, `state` and `delete` work after
+the anchor has exited, and `state` reports the real exit code and job id until `delete`.
+
+This module is on the hot path (`scrun state`): a plain class, no dataclasses or typing.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
-from datetime import UTC, datetime
+import time
 from enum import StrEnum
-from typing import Any
 
 from scrunlib.errors import ContainerNotFound, ScrunError, StateError
 from scrunlib.spool import Spool
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Status(StrEnum):
@@ -37,7 +41,10 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
 
 
 def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 UTC timestamp."""
+    seconds = time.time()
+    micro = int((seconds % 1) * 1_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{micro:06d}Z"
 
 
 def process_start_time(pid: int) -> int | None:
@@ -61,30 +68,67 @@ def process_alive(pid: int | None, start_time: int | None) -> bool:
     return current is not None and (start_time is None or current == start_time)
 
 
-@dataclass
+# Optional fields and their defaults (a callable makes a fresh value). Order = JSON order.
+_DEFAULTS: dict[str, Any] = {
+    "status": Status.CREATING,
+    "oci_version": "1.0.0",
+    "annotations": dict,
+    "owner": "",
+    "created": now,
+    "started": None,
+    "finished": None,
+    "anchor_pid": 0,
+    "anchor_start_time": None,
+    "job_id": None,
+    "existing_job": False,  # joined SLURM_JOB_ID: only our step is ours to end
+    "job_ended": False,  # the anchor ended the job; delete need not call Slurm
+    "step_name": "scrun",
+    "step_pid": None,  # the step's srun on this host
+    "step_start_time": None,
+    "exit_code": None,
+    "error": None,  # why Slurm ended the job, when it did
+}
+
+
 class ContainerState:
     """Everything scrun remembers about one container."""
 
+    __slots__ = ("bundle", "id", "rootfs", *_DEFAULTS)
     id: str
     bundle: str
     rootfs: str
-    status: Status = Status.CREATING
-    oci_version: str = "1.0.0"
-    annotations: dict[str, str] = field(default_factory=dict)
-    owner: str = ""
-    created: str = field(default_factory=now)
-    started: str | None = None
-    finished: str | None = None
-    anchor_pid: int = 0
-    anchor_start_time: int | None = None
-    job_id: int | None = None
-    existing_job: bool = False
-    job_ended: bool = False
-    step_name: str = "scrun"
-    step_pid: int | None = None
-    step_start_time: int | None = None
-    exit_code: int | None = None
-    error: str | None = None
+    status: Status
+    oci_version: str
+    annotations: dict[str, str]
+    owner: str
+    created: str
+    started: str | None
+    finished: str | None
+    anchor_pid: int
+    anchor_start_time: int | None
+    job_id: int | None
+    existing_job: bool
+    job_ended: bool
+    step_name: str
+    step_pid: int | None
+    step_start_time: int | None
+    exit_code: int | None
+    error: str | None
+
+    def __init__(self, id: str, bundle: str, rootfs: str, **values: Any) -> None:
+        unknown = set(values) - set(_DEFAULTS)
+        if unknown:
+            raise TypeError(f"unknown state fields: {', '.join(sorted(unknown))}")
+        self.id, self.bundle, self.rootfs = id, bundle, rootfs
+        for name, default in _DEFAULTS.items():
+            value = (
+                values[name] if name in values else (default() if callable(default) else default)
+            )
+            setattr(self, name, value)
+        self.status = Status(self.status)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in ("id", "bundle", "rootfs", *_DEFAULTS)}
 
     def transition(self, status: Status) -> None:
         """Move forward along the state machine; anything else is a bug or a race."""
@@ -131,12 +175,10 @@ class ContainerState:
 
     def save(self, spool: Spool) -> None:
         """Write state.json atomically: a reader sees the old state or the new, never half."""
-        data = asdict(self)
-        data["status"] = self.status.value
         temporary = f"{spool.state_file}.{os.getpid()}.tmp"
         try:
             with open(temporary, "w", encoding="utf-8") as stream:
-                json.dump(data, stream)
+                json.dump(self.as_dict(), stream)
                 stream.flush()
                 os.fsync(stream.fileno())
             os.replace(temporary, spool.state_file)
@@ -148,13 +190,10 @@ class ContainerState:
         try:
             with open(spool.state_file, encoding="utf-8") as stream:
                 data = json.load(stream)
+            return cls(**{k: v for k, v in data.items() if k in cls.__slots__})
         except FileNotFoundError:
             raise ContainerNotFound(spool.container_id) from None
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, TypeError) as exc:
             raise ScrunError(
                 f"state of container {spool.container_id!r} is unreadable: {exc}"
             ) from exc
-        known = {f.name for f in fields(cls)}
-        state = cls(**{key: value for key, value in data.items() if key in known})
-        state.status = Status(state.status)
-        return state

@@ -24,7 +24,6 @@ def test_default_root_prefers_xdg_runtime_dir():
     assert default_root({"XDG_RUNTIME_DIR": "/run/x"}) == "/run/x/scrun"
     assert default_root({"XDG_RUNTIME_DIR": ""}) == f"/run/user/{os.getuid()}/scrun"
     assert default_root({}) == f"/run/user/{os.getuid()}/scrun"
-    assert default_root({"XDG_RUNTIME_DIR": "/run/x"}, "/site/{uid}") == f"/site/{os.getuid()}"
 
 
 def test_long_ids_get_short_directory_names():

@@ -1,33 +1,47 @@
-"""What every command needs after the global options: the root, logging, Slurm lookup."""
+"""What every command needs after the global options: the root, logging, Slurm lookup.
+
+The site configuration (TOML) is read only by commands that need Slurm: the hot path
+(`state`, `kill`, `start`) finds everything from the root alone.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import cached_property
 
-from scrunlib import siteconfig
 from scrunlib.log import LogSettings
 from scrunlib.spool import Spool, default_root, validate_id
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from scrunlib.siteconfig import SiteConfig
 
-@dataclass
+
 class Context:
-    root_option: str | None
-    slurm_conf_option: str | None
-    log_settings: LogSettings
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    def __init__(
+        self,
+        root_option: str | None,
+        slurm_conf_option: str | None,
+        log_settings: LogSettings,
+        environ: Mapping[str, str],
+    ) -> None:
+        self.root_option = root_option
+        self.slurm_conf_option = slurm_conf_option
+        self.log_settings = log_settings
+        self.environ = environ
 
     @cached_property
-    def site(self) -> siteconfig.SiteConfig:
+    def site(self) -> SiteConfig:
+        from scrunlib import siteconfig
+
         return siteconfig.load(self.environ)
 
     @cached_property
     def root(self) -> str:
         if self.root_option:
             return os.path.abspath(self.root_option)
-        return default_root(self.environ, self.site.root)
+        return default_root(self.environ)
 
     @property
     def slurm_conf(self) -> str:

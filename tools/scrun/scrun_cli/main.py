@@ -12,7 +12,6 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from scrunlib import log
 from scrunlib.errors import ScrunError, UsageError
@@ -20,6 +19,10 @@ from scrunlib.log import LogSettings, parse_level
 
 from scrun_cli.context import Context
 from scrun_cli.options import HelpRequested, Opt, parse, usage_text
+
+TYPE_CHECKING = False  # typing costs milliseconds on every call
+if TYPE_CHECKING:
+    from typing import Any
 
 COMMANDS = {
     "create": "create a container: allocate its Slurm job and stage it (does not run it)",

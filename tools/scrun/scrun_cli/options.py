@@ -10,21 +10,32 @@ from __future__ import annotations
 
 import getopt
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from scrunlib import log
 from scrunlib.errors import UsageError
 
+TYPE_CHECKING = False  # typing costs milliseconds on every call; annotations are lazy
+if TYPE_CHECKING:
+    from typing import Any
 
-@dataclass(frozen=True)
+
 class Opt:
-    long: str
-    short: str = ""
-    value: bool = False
-    ignored: bool = False  # accepted for compatibility with runc/crun callers, no effect
-    repeat: bool = False  # counted (-v -v)
-    help: str = ""
+    """One option. `ignored`: accepted for runc/crun callers, no effect; `repeat`: counted."""
+
+    __slots__ = ("help", "ignored", "long", "repeat", "short", "value")
+
+    def __init__(
+        self,
+        long: str,
+        short: str = "",
+        *,
+        value: bool = False,
+        ignored: bool = False,
+        repeat: bool = False,
+        help: str = "",
+    ) -> None:
+        self.long, self.short, self.value = long, short, value
+        self.ignored, self.repeat, self.help = ignored, repeat, help
 
     def usage(self) -> str:
         names = f"-{self.short}, --{self.long}" if self.short else f"    --{self.long}"

@@ -1,0 +1,828 @@
+"""SCRUN_* variables → Slurm options, checked before anything is submitted.
+
+One table, `VARIABLES`, lists every job variable of upstream scrun (scrun-env.md §2) in
+upstream's order: which long option it becomes, what values it takes and where the option
+goes, the allocation (`salloc --no-shell`) or the container's step (`srun --container`).
+Everything else here reads that table: `job_request` (what the anchor submits),
+`markdown_table` (docs/scrun-variables.md, kept in sync by a unit test) and
+`unknown_variables` (did-you-mean hints for typos).
+
+Deliberate differences from upstream, all listed in the generated document:
+* variables for srun-only options (SCRUN_CPU_BIND, SCRUN_LABELIO, …) go to the container
+  step instead of aborting `create`;
+* SCRUN_JOB_NAME names the job (upstream forces `scrun`, which stays the default);
+* flag values other than yes/true/non-zero/empty and no/false/0 are rejected rather than
+  silently read as "unset", and `true` sets a flag (upstream: resets it).
+
+Options go on the command line as one `--long=value` argv element each, so no value is ever
+split, reinterpreted as another option or seen by a shell. The module needs only the
+standard library: the anchor imports it on every `create`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import re
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from scrunlib.errors import InvalidInput, SlurmError
+from scrunlib.log import ENV_VARIABLES as LOG_VARIABLES
+from scrunlib.log import LEVELS
+from scrunlib.lua.timestr import INVALID, UNLIMITED, time_str2mins
+
+# Same shape as scrunlib.slurm.SlurmVersion; not imported from there because that module
+# pulls in plumbum, which this one must not.
+SlurmVersion = tuple[int, int, int]
+
+DEFAULT_JOB_NAME = "scrun"
+_INT_MAX = 2**31 - 1  # Slurm keeps these counts in a C int
+_MAX_SIGNAL_DELAY = 0xFFFF  # --signal's @secs is a uint16
+# Names Slurm's sig_name2num knows (with or without "SIG", any case); numbers work as well.
+_SIGNAL_NAMES = frozenset(
+    [
+        "HUP",
+        "INT",
+        "QUIT",
+        "ABRT",
+        "KILL",
+        "ALRM",
+        "TERM",
+        "USR1",
+        "USR2",
+        "URG",
+        "CONT",
+        "STOP",
+        "TSTP",
+        "TTIN",
+        "TTOU",
+        "XCPU",
+    ]
+)
+_PROFILE_TYPES = frozenset({"energy", "task", "lustre", "network"})
+_ACCTG_TYPES = frozenset({"task", "energy", "network", "filesystem"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class Target(enum.StrEnum):
+    """Where a variable's option ends up."""
+
+    ALLOCATION = "allocation"  # salloc, when scrun creates the job
+    STEP = "step"  # the container's srun, in a new or an existing job
+    JOB_NAME = "job name"  # JobRequest.job_name: salloc's and srun's --job-name
+
+
+# ---------------------------------------------------------------------------------------
+# Value kinds. A check returns the value to pass on ("" = the option without a value),
+# None when the option must not be given at all (a flag set to "no"), or raises ValueError
+# with the reason, phrased to follow "invalid NAME='value': ".
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A type of value: what the docs call it and how a value is checked."""
+
+    name: str
+    accepts: str  # markdown, for the "value kinds" table of the docs
+    check: Callable[[str], str | None]
+
+
+def _text(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    if _CONTROL.search(value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+def _word(value: str) -> str:
+    if any(char.isspace() for char in _text(value)):
+        raise ValueError("must not contain spaces")
+    return value
+
+
+def _name_list(value: str) -> str:
+    if "" in _word(value).split(","):
+        raise ValueError("has an empty item in its comma-separated list")
+    return value
+
+
+def _digits(value: str) -> int | None:
+    """The number in `value` if it is plain decimal digits (no sign, no spaces), else None."""
+    return int(value) if re.fullmatch(r"[0-9]+", value) else None
+
+
+def _at_least(minimum: int) -> Callable[[str], str | None]:
+    def check(value: str) -> str:
+        number = _digits(value)
+        if number is None or number < minimum:
+            raise ValueError(f"must be an integer ≥ {minimum}")
+        if number > _INT_MAX:
+            raise ValueError(f"must be at most {_INT_MAX}")
+        return str(number)
+
+    return check
+
+
+def _time(value: str) -> str:
+    minutes = time_str2mins(value)
+    if minutes == INVALID or (minutes < 0 and minutes != UNLIMITED):
+        raise ValueError("is not a Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S or INFINITE)")
+    return value
+
+
+def _memory(value: str) -> str:
+    if not re.fullmatch(r"[0-9]+[KMGTkmgt]?", value):
+        raise ValueError("is not a size: a whole number with an optional K, M, G or T")
+    return value
+
+
+def _nodes(value: str) -> str:
+    match = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", value)
+    if not match:
+        raise ValueError("is not a node count: min or min-max")
+    low = int(match.group(1))
+    high = int(match.group(2) or low)
+    if low < 1:
+        raise ValueError("asks for no nodes: a container needs at least one")
+    if high < low:
+        raise ValueError("has a maximum below its minimum")
+    if high > _INT_MAX:
+        raise ValueError(f"must be at most {_INT_MAX}")
+    return value
+
+
+def _flag(value: str) -> str | None:
+    word = value.lower()
+    number = _digits(value)
+    if word in ("", "yes", "true") or (number is not None and number != 0):
+        return ""
+    if word in ("no", "false") or number == 0:
+        return None
+    raise ValueError("is not a flag value: empty, yes, true or 1 set it; no, false or 0 do not")
+
+
+def _choice(*choices: str) -> Callable[[str], str | None]:
+    def check(value: str) -> str:
+        if value.lower() not in choices:
+            names = [choice or "empty" for choice in choices]
+            raise ValueError(f"must be {', '.join(names[:-1])} or {names[-1]}")
+        return value.lower()
+
+    return check
+
+
+def _gpu_count(value: str) -> str:
+    for item in _word(value).split(","):
+        if not re.fullmatch(r"(?:[^:]+:)*[0-9]+", item):
+            raise ValueError("is not a GPU count: [type:]count, comma-separated")
+    return value
+
+
+def _signal(value: str) -> str:
+    match = re.fullmatch(r"(?:([A-Za-z]+):)?([^@]+)(?:@([0-9]+))?", value)
+    if not match:
+        raise ValueError("is not a signal: [R:]signal[@seconds]")
+    prefix, name, delay = match.groups()
+    if prefix and "B" in prefix.upper():
+        raise ValueError("uses B: (signal the batch shell), but scrun jobs have no batch shell")
+    if prefix and prefix.upper() != "R":
+        raise ValueError(f"has an unknown prefix {prefix}: (only R: is possible)")
+    number = _digits(name)
+    if number is not None:
+        if not 1 <= number <= signal.SIGRTMAX:
+            raise ValueError(f"names signal {number}, which does not exist")
+    else:
+        bare = name.upper().removeprefix("SIG")
+        if bare not in _SIGNAL_NAMES:
+            raise ValueError(f"names an unknown signal {name!r}")
+    if delay is not None and int(delay) > _MAX_SIGNAL_DELAY:
+        raise ValueError(f"waits more than {_MAX_SIGNAL_DELAY} seconds")
+    return value
+
+
+def _absolute_path(value: str) -> str:
+    if not _text(value).startswith("/"):
+        raise ValueError("must be an absolute path")
+    return value
+
+
+def _profile(value: str) -> str:
+    word = value.lower()
+    if word in ("all", "none") or (word and set(word.split(",")) <= _PROFILE_TYPES):
+        return word
+    raise ValueError("must be all, none or a list of " + ",".join(sorted(_PROFILE_TYPES)))
+
+
+def _acctg_freq(value: str) -> str:
+    if _digits(value) is not None:
+        return value
+    for item in value.split(","):
+        kind, sep, seconds = item.partition("=")
+        if not sep or kind.lower() not in _ACCTG_TYPES or _digits(seconds) is None:
+            raise ValueError(
+                "must be seconds or a list of type=seconds with type "
+                + "|".join(sorted(_ACCTG_TYPES))
+            )
+    return value
+
+
+def _debug_level(value: str) -> str:
+    word = value.lower()
+    number = _digits(word)
+    if word in LEVELS or (number is not None and number <= max(LEVELS.values())):
+        return word
+    raise ValueError("must be a Slurm log level: " + "|".join(LEVELS) + " or 0-9")
+
+
+TEXT = Kind("text", "anything but empty or control characters", _text)
+WORD = Kind("word", "like text, without spaces", _word)
+NAME_LIST = Kind("list", "comma-separated words, no empty item", _name_list)
+COUNT = Kind("integer", "whole number ≥ 1", _at_least(1))
+COUNT_OR_ZERO = Kind("integer ≥ 0", "whole number ≥ 0", _at_least(0))
+TIME = Kind(
+    "time", "`M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`, `INFINITE`, `UNLIMITED`, `-1`", _time
+)
+MEMORY = Kind("size", "`N[K\\|M\\|G\\|T]`, megabytes without a unit", _memory)
+NODES = Kind("nodes", "`min[-max]`, min ≥ 1", _nodes)
+FLAG = Kind(
+    "flag", "set by empty, `yes`, `true` or a non-zero number; not set by `no`, `false`, `0`", _flag
+)
+EXCLUSIVE = Kind(
+    "exclusive",
+    "empty (the bare option), `user`, `mcs`, `topo` (Slurm ≥ 24.05)",
+    _choice("", "user", "mcs", "topo"),
+)
+GPU_COUNT = Kind("GPU count", "`[type:]count`, comma-separated", _gpu_count)
+SIGNAL = Kind(
+    "signal",
+    "`[R:]sig[@secs]`: sig a number or a name (`USR1`, `SIGTERM`, …), secs ≤ 65535",
+    _signal,
+)
+PATH = Kind("absolute path", "text starting with `/`", _absolute_path)
+OPEN_MODE = Kind("open mode", "`append` or `truncate`", _choice("append", "truncate"))
+HINT = Kind(
+    "hint",
+    "`compute_bound`, `memory_bound`, `multithread`, `nomultithread`",
+    _choice("compute_bound", "memory_bound", "multithread", "nomultithread"),
+)
+PROFILE = Kind("profile", "`all`, `none` or a list of `energy,lustre,network,task`", _profile)
+ACCTG_FREQ = Kind(
+    "accounting frequency",
+    "seconds, or `type=seconds,…` with type `task`, `energy`, `network`, `filesystem`",
+    _acctg_freq,
+)
+LOG_LEVEL = Kind("log level", "`quiet` … `debug5` or `0`-`9`", _debug_level)
+
+
+# ---------------------------------------------------------------------------------------
+# The table.
+
+
+@dataclass(frozen=True)
+class JobVariable:
+    """One SCRUN_* job variable and the Slurm option it becomes."""
+
+    name: str
+    option: str  # the long option, e.g. "--partition"
+    kind: Kind
+    target: Target
+    since: SlurmVersion | None = None  # first Slurm release with the option
+    until: SlurmVersion | None = None  # first Slurm release without it
+    value_since: tuple[tuple[str, SlurmVersion], ...] = ()  # values newer than the option
+    # Appended to the option's earlier value after this separator instead of setting it.
+    appends_with: str = ""
+    note: str = ""
+
+
+_A, _S = Target.ALLOCATION, Target.STEP
+_SRUN_ONLY = "upstream rejects it (srun-only); here the container step gets it"
+
+# Upstream's order (scrun-env.md §2). When two variables set the same option the later wins.
+VARIABLES: tuple[JobVariable, ...] = (
+    JobVariable("SCRUN_ACCOUNT", "--account", WORD, _A),
+    JobVariable("SCRUN_ACCTG_FREQ", "--acctg-freq", ACCTG_FREQ, _A),
+    JobVariable("SCRUN_BURST_BUFFER", "--bb", TEXT, _A),
+    JobVariable("SCRUN_CLUSTER_CONSTRAINT", "--cluster-constraint", WORD, _A),
+    JobVariable("SCRUN_CLUSTERS", "--clusters", NAME_LIST, _A),
+    JobVariable("SCRUN_CONSTRAINT", "--constraint", TEXT, _A),
+    JobVariable("SCRUN_CORE_SPEC", "--core-spec", COUNT_OR_ZERO, _A),
+    JobVariable("SCRUN_CPU_BIND", "--cpu-bind", WORD, _S, note=_SRUN_ONLY),
+    JobVariable("SCRUN_CPU_FREQ_REQ", "--cpu-freq", WORD, _A),
+    JobVariable("SCRUN_CPUS_PER_GPU", "--cpus-per-gpu", COUNT, _A),
+    JobVariable("SCRUN_CPUS_PER_TASK", "--cpus-per-task", COUNT, _A),
+    JobVariable("SCRUN_DELAY_BOOT", "--delay-boot", TIME, _A),
+    JobVariable("SCRUN_DEPENDENCY", "--dependency", WORD, _A),
+    JobVariable("SCRUN_DISTRIBUTION", "--distribution", WORD, _A),
+    JobVariable(
+        "SCRUN_EPILOG", "--epilog", TEXT, _S, note=_SRUN_ONLY + "; runs where the anchor runs"
+    ),
+    JobVariable("SCRUN_EXACT", "--exact", FLAG, _S, note=_SRUN_ONLY),
+    JobVariable(
+        "SCRUN_EXCLUSIVE",
+        "--exclusive",
+        EXCLUSIVE,
+        _A,
+        value_since=(("topo", (24, 5, 0)),),
+        note="empty value: `--exclusive` alone",
+    ),
+    JobVariable("SCRUN_GPU_BIND", "--gpu-bind", WORD, _A),
+    JobVariable("SCRUN_GPU_FREQ", "--gpu-freq", WORD, _A),
+    JobVariable("SCRUN_GPUS", "--gpus", GPU_COUNT, _A),
+    JobVariable("SCRUN_GPUS_PER_NODE", "--gpus-per-node", GPU_COUNT, _A),
+    JobVariable("SCRUN_GPUS_PER_SOCKET", "--gpus-per-socket", GPU_COUNT, _A),
+    JobVariable("SCRUN_GPUS_PER_TASK", "--gpus-per-task", GPU_COUNT, _A),
+    JobVariable("SCRUN_GRES_FLAGS", "--gres-flags", WORD, _A),
+    JobVariable("SCRUN_GRES", "--gres", WORD, _A),
+    JobVariable("SCRUN_HINT", "--hint", HINT, _A),
+    JobVariable(
+        "SCRUN_JOB_NAME",
+        "--job-name",
+        TEXT,
+        Target.JOB_NAME,
+        note=f"default `{DEFAULT_JOB_NAME}`; upstream always uses `{DEFAULT_JOB_NAME}`",
+    ),
+    JobVariable(
+        "SCRUN_JOB_NODELIST",
+        "--nodelist",
+        WORD,
+        _A,
+        note="the job's node list, so the nodes are asked for in the allocation; upstream "
+        "rejects it (it is srun's view of an existing allocation)",
+    ),
+    JobVariable("SCRUN_JOB_NUM_NODES", "--nodes", NODES, _A),
+    JobVariable("SCRUN_LABELIO", "--label", FLAG, _S, note=_SRUN_ONLY),
+    JobVariable("SCRUN_MEM_BIND", "--mem-bind", WORD, _A),
+    JobVariable("SCRUN_MEM_PER_CPU", "--mem-per-cpu", MEMORY, _A),
+    JobVariable("SCRUN_MEM_PER_GPU", "--mem-per-gpu", MEMORY, _A),
+    JobVariable("SCRUN_MEM_PER_NODE", "--mem", MEMORY, _A),
+    JobVariable("SCRUN_MPI_TYPE", "--mpi", WORD, _S, note=_SRUN_ONLY),
+    JobVariable("SCRUN_NCORES_PER_SOCKET", "--cores-per-socket", COUNT, _A),
+    JobVariable("SCRUN_NETWORK", "--network", WORD, _A),
+    JobVariable("SCRUN_NSOCKETS_PER_NODE", "--sockets-per-node", COUNT, _A),
+    JobVariable(
+        "SCRUN_NTASKS",
+        "--ntasks",
+        COUNT,
+        _A,
+        note="sizes the job; Slurm 22.05 runs at most one container task per node",
+    ),
+    JobVariable("SCRUN_NTASKS_PER_CORE", "--ntasks-per-core", COUNT, _A),
+    JobVariable("SCRUN_NTASKS_PER_GPU", "--ntasks-per-gpu", COUNT, _A),
+    JobVariable("SCRUN_NTASKS_PER_NODE", "--ntasks-per-node", COUNT, _A),
+    JobVariable("SCRUN_NTASKS_PER_TRES", "--ntasks-per-tres", COUNT, _A),
+    JobVariable(
+        "SCRUN_OPEN_MODE",
+        "--open-mode",
+        OPEN_MODE,
+        _S,
+        note="upstream rejects it (not a salloc option); srun has it",
+    ),
+    JobVariable("SCRUN_OVERCOMMIT", "--overcommit", FLAG, _A),
+    JobVariable("SCRUN_OVERLAP", "--overlap", FLAG, _S, note=_SRUN_ONLY),
+    JobVariable("SCRUN_PARTITION", "--partition", NAME_LIST, _A),
+    JobVariable("SCRUN_POWER", "--power", WORD, _A, until=(24, 5, 0)),
+    JobVariable("SCRUN_PROFILE", "--profile", PROFILE, _A),
+    JobVariable(
+        "SCRUN_PROLOG", "--prolog", TEXT, _S, note=_SRUN_ONLY + "; runs where the anchor runs"
+    ),
+    JobVariable("SCRUN_QOS", "--qos", NAME_LIST, _A),
+    JobVariable("SCRUN_REMOTE_CWD", "--chdir", PATH, _A, note="SCRUN_WORKING_DIR wins"),
+    JobVariable(
+        "SCRUN_REQ_SWITCH", "--switches", COUNT, _A, note="the count of `--switches=count[@time]`"
+    ),
+    JobVariable("SCRUN_RESERVATION", "--reservation", NAME_LIST, _A),
+    JobVariable("SCRUN_SIGNAL", "--signal", SIGNAL, _A),
+    JobVariable(
+        "SCRUN_SLURMD_DEBUG",
+        "--slurmd-debug",
+        LOG_LEVEL,
+        _S,
+        note=_SRUN_ONLY + "; Slurm ≥ 23.02 allows it only for root and SlurmUser",
+    ),
+    JobVariable("SCRUN_SPREAD_JOB", "--spread-job", FLAG, _A),
+    JobVariable("SCRUN_TASK_EPILOG", "--task-epilog", TEXT, _S, note=_SRUN_ONLY),
+    JobVariable("SCRUN_TASK_PROLOG", "--task-prolog", TEXT, _S, note=_SRUN_ONLY),
+    JobVariable("SCRUN_THREAD_SPEC", "--thread-spec", COUNT, _A),
+    JobVariable("SCRUN_THREADS_PER_CORE", "--threads-per-core", COUNT, _A),
+    JobVariable(
+        "SCRUN_THREADS", "--threads", COUNT, _S, note=_SRUN_ONLY + " (srun's launch fan-out)"
+    ),
+    JobVariable("SCRUN_TIMELIMIT", "--time", TIME, _A),
+    JobVariable("SCRUN_TRES_BIND", "--tres-bind", WORD, _A, since=(23, 11, 0)),
+    JobVariable("SCRUN_TRES_PER_TASK", "--tres-per-task", WORD, _A, since=(23, 2, 0)),
+    JobVariable("SCRUN_UNBUFFEREDIO", "--unbuffered", FLAG, _S, note=_SRUN_ONLY),
+    JobVariable("SCRUN_USE_MIN_NODES", "--use-min-nodes", FLAG, _A),
+    JobVariable(
+        "SCRUN_WAIT4SWITCH",
+        "--switches",
+        TIME,
+        _A,
+        appends_with="@",
+        note="the time of `--switches=count[@time]`; needs SCRUN_REQ_SWITCH",
+    ),
+    JobVariable("SCRUN_WCKEY", "--wckey", WORD, _A),
+    JobVariable("SCRUN_WORKING_DIR", "--chdir", PATH, _A, note="wins over SCRUN_REMOTE_CWD"),
+)
+
+OUTPUT_VARIABLES = (
+    "SCRUN_OCI_VERSION",
+    "SCRUN_CONTAINER_ID",
+    "SCRUN_PID",
+    "SCRUN_BUNDLE",
+    "SCRUN_SUBMISSION_BUNDLE",
+    "SCRUN_PID_FILE",
+    "SCRUN_SOCKET",
+    "SCRUN_SPOOL_DIR",
+    "SCRUN_SUBMISSION_CONFIG_FILE",
+    "SCRUN_USER",
+    "SCRUN_USER_ID",
+    "SCRUN_GROUP",
+    "SCRUN_GROUP_ID",
+    "SCRUN_ROOT",
+    "SCRUN_ROOTFS_PATH",
+    "SCRUN_SUBMISSION_ROOTFS_PATH",
+    "SCRUN_LOG_FILE",
+    "SCRUN_LOG_FORMAT",
+)
+ANNOTATION_PREFIX = "SCRUN_ANNOTATION_"
+# SCRUN_* names read elsewhere: logging (scrunlib.log) and the site configuration file.
+_OTHER_INPUTS = (*LOG_VARIABLES, "SCRUN_SITE_CONFIG")
+
+
+def version_text(version: SlurmVersion) -> str:
+    """(23, 2, 0) → "23.02", (22, 5, 8) → "22.05.8": how Slurm names its releases."""
+    major, minor, micro = version
+    return f"{major}.{minor:02d}" + (f".{micro}" if micro else "")
+
+
+# ---------------------------------------------------------------------------------------
+# Turning an environment into a job request.
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What the anchor asks Slurm for, from the SCRUN_* variables and SLURM_JOB_ID."""
+
+    job_name: str  # SCRUN_JOB_NAME or "scrun"
+    allocation_args: tuple[str, ...]  # salloc options; empty when running in an existing job
+    step_args: tuple[str, ...]  # srun options for the container step
+    existing_job_id: int | None  # SLURM_JOB_ID: run in that job and never end it
+    # Allocation variables that were set but have no effect because the job already exists.
+    ignored_variables: tuple[str, ...] = ()
+
+
+def merge_environment(
+    caller_env: Mapping[str, str], container_env: Sequence[str]
+) -> dict[str, str]:
+    """scrun's view of the environment: the caller's, overridden by config.json `process.env`.
+
+    Upstream `setenv()`s every `NAME=VALUE` of the container into its own environment, so
+    `podman run -e SCRUN_PARTITION=x` and `-e SLURM_JOB_ID=…` work; later duplicates win.
+    """
+    merged = dict(caller_env)
+    for entry in container_env:
+        name, sep, value = entry.partition("=")
+        if not sep or not name:
+            raise InvalidInput(
+                f"invalid config.json process.env entry {entry!r}: expected NAME=VALUE"
+            )
+        merged[name] = value
+    return merged
+
+
+def job_request(env: Mapping[str, str], slurm_version: SlurmVersion) -> JobRequest:
+    """Check every SCRUN_* job variable in `env` and turn them into Slurm options.
+
+    Raises InvalidInput naming the first bad variable, its value and the reason. Variables
+    are checked even when SLURM_JOB_ID selects an existing job (their allocation options are
+    then dropped and listed in `ignored_variables`): a typo should fail the same way in both
+    modes.
+    """
+    existing_job_id = _existing_job_id(env.get("SLURM_JOB_ID", ""))
+    job_name = DEFAULT_JOB_NAME
+    options: dict[Target, dict[str, str]] = {_A: {}, _S: {}}
+    for variable in VARIABLES:
+        raw = env.get(variable.name)
+        if raw is None:
+            continue
+        value = _checked(variable, raw, slurm_version)
+        if value is None:
+            continue
+        if variable.target is Target.JOB_NAME:
+            job_name = value
+            continue
+        chosen = options[variable.target]
+        if variable.appends_with:
+            if variable.option not in chosen:
+                raise InvalidInput(
+                    f"{variable.name}={raw!r} has no effect alone: it needs the variable that "
+                    f"sets the rest of {variable.option}"
+                )
+            value = chosen[variable.option] + variable.appends_with + value
+        chosen[variable.option] = value
+    allocation_args = tuple(_argv(options[_A]))
+    ignored: tuple[str, ...] = ()
+    if existing_job_id is not None:
+        ignored = tuple(v.name for v in VARIABLES if v.target is _A and v.name in env)
+        allocation_args = ()
+    return JobRequest(
+        job_name, allocation_args, tuple(_argv(options[_S])), existing_job_id, ignored
+    )
+
+
+def _existing_job_id(text: str) -> int | None:
+    if not text:
+        return None
+    number = _digits(text)
+    if number is None or not 0 < number <= 0xFFFFFFFF:
+        raise InvalidInput(f"invalid SLURM_JOB_ID={text!r}: must be a job number")
+    return number
+
+
+def _checked(variable: JobVariable, raw: str, version: SlurmVersion) -> str | None:
+    """The variable's value as it goes on the command line, or None for "leave it out"."""
+    try:
+        value = variable.kind.check(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"invalid {variable.name}={raw!r}: {exc}") from None
+    if value is None:
+        return None
+    found = version_text(version)
+    if variable.since and version < variable.since:
+        raise InvalidInput(
+            f"{variable.name} needs Slurm ≥ {version_text(variable.since)} (found {found})"
+        )
+    if variable.until and version >= variable.until:
+        raise InvalidInput(
+            f"{variable.name} needs Slurm < {version_text(variable.until)} (found {found}): "
+            f"{variable.option} was removed in {version_text(variable.until)}"
+        )
+    for newer_value, since in variable.value_since:
+        if value == newer_value and version < since:
+            raise InvalidInput(
+                f"{variable.name}={raw!r} needs Slurm ≥ {version_text(since)} (found {found})"
+            )
+    return value
+
+
+def _argv(options: Mapping[str, str]) -> list[str]:
+    return [f"{option}={value}" if value else option for option, value in options.items()]
+
+
+def unknown_variables(env: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """SCRUN_* names in `env` that scrun does not read, each with the job variables it looks
+    like a typo of (possibly none). Unknown names are not errors; the anchor logs these."""
+    known = {variable.name for variable in VARIABLES} | set(OUTPUT_VARIABLES)
+    known |= set(_OTHER_INPUTS)
+    job_names = [variable.name for variable in VARIABLES]
+    return {
+        name: tuple(difflib.get_close_matches(name, job_names, n=3, cutoff=0.8))
+        for name in sorted(env)
+        if name.startswith("SCRUN_")
+        and name not in known
+        and not name.startswith(ANNOTATION_PREFIX)
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Variables scrun sets (scrun-env.md §3 and §4).
+
+# An id that is not mapped in the user namespace shows as the kernel's overflow id.
+NOBODY_ID = 65534
+
+
+def output_variables(
+    *,
+    oci_version: str,
+    container_id: str,
+    anchor_pid: int,
+    bundle: str,
+    submission_bundle: str,
+    annotations: Mapping[str, str],
+    pid_file: str | None,
+    socket: str,
+    spool_dir: str,
+    config_file: str,
+    user: str | None,
+    user_id: int | None,
+    group: str | None,
+    group_id: int | None,
+    root: str,
+    rootfs_path: str,
+    log_file: str | None,
+    log_format: str | None,
+) -> dict[str, str]:
+    """The SCRUN_* "script" variables for the job env: what scrun.lua, the allocator and
+    remote commands and the container's srun see. Unset strings are exported empty, except
+    those upstream leaves out (pid 0, unknown or nobody user/group, no --log/--log-format).
+    Annotations whose key or value cannot be part of an environment variable are skipped."""
+    env = {
+        "SCRUN_OCI_VERSION": oci_version,
+        "SCRUN_CONTAINER_ID": container_id,
+        "SCRUN_BUNDLE": bundle,
+        "SCRUN_SUBMISSION_BUNDLE": submission_bundle,
+        "SCRUN_PID_FILE": pid_file or "",
+        "SCRUN_SOCKET": socket,
+        "SCRUN_SPOOL_DIR": spool_dir,
+        "SCRUN_SUBMISSION_CONFIG_FILE": config_file,
+        "SCRUN_ROOT": root,
+        "SCRUN_ROOTFS_PATH": rootfs_path,
+        "SCRUN_SUBMISSION_ROOTFS_PATH": rootfs_path,
+    }
+    if anchor_pid:
+        env["SCRUN_PID"] = str(anchor_pid)
+    env.update(_identity("SCRUN_USER", user, user_id))
+    env.update(_identity("SCRUN_GROUP", group, group_id))
+    if log_file is not None:
+        env["SCRUN_LOG_FILE"] = log_file
+    if log_format is not None:
+        env["SCRUN_LOG_FORMAT"] = log_format
+    for key, value in annotations.items():
+        if "=" not in key and "\0" not in key and "\0" not in value:
+            env[ANNOTATION_PREFIX + key] = value
+    return env
+
+
+def _identity(prefix: str, name: str | None, number: int | None) -> dict[str, str]:
+    """NAME and NAME_ID for a user or group, leaving out what is unknown or nobody."""
+    if number == NOBODY_ID or name == "nobody":
+        return {}
+    env = {}
+    if name:
+        env[prefix] = name
+    if number is not None:
+        env[prefix + "_ID"] = str(number)
+    return env
+
+
+# `scontrol show job` prints these for "not set".
+_UNSET = frozenset({"", "(null)", "N/A", "None", "Unknown"})
+_RECORD_STRINGS = (
+    ("JobName", ("SLURM_JOB_NAME",)),
+    ("NodeList", ("SLURM_JOB_NODELIST", "SLURM_NODELIST")),
+    ("Partition", ("SLURM_JOB_PARTITION",)),
+    ("Account", ("SLURM_JOB_ACCOUNT",)),
+    ("QOS", ("SLURM_JOB_QOS",)),
+    ("Reservation", ("SLURM_JOB_RESERVATION",)),
+)
+_RECORD_TIMES = (("StartTime", "SLURM_JOB_START_TIME"), ("EndTime", "SLURM_JOB_END_TIME"))
+_RECORD_MEMORY = (("MinMemoryNode", "SLURM_MEM_PER_NODE"), ("MinMemoryCPU", "SLURM_MEM_PER_CPU"))
+_MEGABYTES = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def job_environment(
+    record: Mapping[str, str], cluster_name: str, submit_host: str
+) -> dict[str, str]:
+    """salloc's output variables (SLURM_JOB_ID, SLURM_JOB_NODELIST, …) from a
+    `scontrol -o show job` record, for a job scrun allocated with `salloc --no-shell`
+    (which prints them nowhere). A field the record leaves unset gives no variable.
+
+    SLURM_CPUS_PER_TASK is set only above 1: the record shows 1 whether or not it was asked
+    for, and srun ≥ 23.11 reads it back as an option. SLURM_JOB_CPUS_PER_NODE is known only
+    for one-node jobs; the one-line record does not break the CPUs down by node.
+    """
+    job_id = _field(record, "JobId")
+    if job_id is None:
+        raise SlurmError("the job record from scontrol has no JobId")
+    env = {"SLURM_JOB_ID": job_id, "SLURM_JOBID": job_id, "SLURM_SUBMIT_HOST": submit_host}
+    if cluster_name:
+        env["SLURM_CLUSTER_NAME"] = cluster_name
+    for key, names in _RECORD_STRINGS:
+        value = _field(record, key)
+        if value is not None:
+            env.update(dict.fromkeys(names, value))
+    nodes = _count(record, "NumNodes")
+    if nodes:
+        env["SLURM_JOB_NUM_NODES"] = env["SLURM_NNODES"] = str(nodes)
+    cpus = _count(record, "NumCPUs")
+    if nodes == 1 and cpus:
+        env["SLURM_JOB_CPUS_PER_NODE"] = str(cpus)
+    tasks = _count(record, "NumTasks")
+    if tasks:
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(tasks)
+    cpus_per_task = _count(record, "CPUs/Task")
+    if cpus_per_task and cpus_per_task > 1:
+        env["SLURM_CPUS_PER_TASK"] = str(cpus_per_task)
+    for key, name in _RECORD_MEMORY:
+        megabytes = _megabytes(_field(record, key))
+        if megabytes:
+            env[name] = str(megabytes)
+    for key, name in _RECORD_TIMES:
+        epoch = _epoch(_field(record, key))
+        if epoch is not None:
+            env[name] = str(epoch)
+    return env
+
+
+def _field(record: Mapping[str, str], key: str) -> str | None:
+    value = record.get(key)
+    return None if value is None or value in _UNSET else value
+
+
+def _count(record: Mapping[str, str], key: str) -> int | None:
+    """A count such as NumNodes; pending jobs show a range (`1-2`), of which the low end."""
+    value = _field(record, key)
+    return _digits(value.partition("-")[0]) if value else None
+
+
+def _megabytes(value: str | None) -> int | None:
+    """scontrol's memory (`500M`, `2G`, `1024`) in megabytes, as salloc exports it."""
+    match = re.fullmatch(r"([0-9]+)([KMGT]?)", value or "")
+    if not match:
+        return None
+    return int(int(match.group(1)) * _MEGABYTES[match.group(2) or "M"])
+
+
+def _epoch(value: str | None) -> int | None:
+    """scontrol's local `2024-05-01T10:00:00` → seconds since the epoch."""
+    try:
+        return int(datetime.strptime(value or "", "%Y-%m-%dT%H:%M:%S").timestamp())
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------
+# Documentation.
+
+_TARGET_TEXT = {
+    Target.ALLOCATION: "allocation",
+    Target.STEP: "step",
+    Target.JOB_NAME: "job name",
+}
+
+
+def markdown_table() -> str:
+    """docs/scrun-variables.md: the table above as the user reads it."""
+    lines = [
+        "# SCRUN_* job variables",
+        "",
+        "<!-- Generated from shared/scrunlib/job_options.py by",
+        "     `python -m scrunlib.job_options > docs/scrun-variables.md`; do not edit. -->",
+        "",
+        "scrun reads these from its environment after adding the container's config.json",
+        "`process.env` (so `podman run -e SCRUN_PARTITION=debug …` works; the container's",
+        "value wins over the caller's). Every value is checked before anything is submitted;",
+        "a bad one stops `create` with a one-line error naming the variable, the value and",
+        "the reason.",
+        "",
+        "*Goes to*: **allocation** = an option of `salloc --no-shell`, which creates the job;",
+        "**step** = an option of the container's `srun --container`; **job name** = the",
+        "`--job-name` of both. When `SLURM_JOB_ID` is set the container runs in that job:",
+        "allocation variables are still checked but have no effect (the anchor logs them).",
+        "Options are passed as `--option=value`, one argument each, never through a shell.",
+        "",
+        "| variable | option | value | goes to | notes |",
+        "|---|---|---|---|---|",
+    ]
+    for variable in VARIABLES:
+        lines.append(
+            f"| `{variable.name}` | `{variable.option}` | {variable.kind.name} "
+            f"| {_TARGET_TEXT[variable.target]} | {_notes(variable)} |"
+        )
+    lines += [
+        "",
+        "## Value kinds",
+        "",
+        "| kind | accepted |",
+        "|---|---|",
+    ]
+    kinds = dict.fromkeys(variable.kind for variable in VARIABLES)
+    lines += [f"| {kind.name} | {kind.accepts} |" for kind in kinds]
+    lines += [
+        "",
+        "## Differences from upstream scrun",
+        "",
+        "* Variables for srun-only options go to the container step; upstream aborts",
+        "  `create` when one is set.",
+        "* `SCRUN_JOB_NAME` names the job; upstream always names it `scrun`.",
+        "* Flags: `true` sets a flag (upstream: only empty, `yes` or a non-zero number do),",
+        "  and a value that is none of the flag words is an error (upstream: flag unset).",
+        "* `SCRUN_JOB_NODELIST` asks for those nodes (`salloc --nodelist`); upstream",
+        "  rejects it.",
+        "* `SCRUN_WAIT4SWITCH` without `SCRUN_REQ_SWITCH` is an error (alone it does nothing).",
+        "* Options the running Slurm does not have are refused before submitting, naming the",
+        "  Slurm version that has them.",
+        "* Values are checked here first; Slurm accepts some that it then ignores or",
+        "  misreads (`--time=soon` fails, but `--switches=2@soon` does not).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _notes(variable: JobVariable) -> str:
+    notes = []
+    if variable.since:
+        notes.append(f"Slurm ≥ {version_text(variable.since)}")
+    if variable.until:
+        notes.append(f"Slurm < {version_text(variable.until)} (removed)")
+    notes += [f"`{value}` needs Slurm ≥ {version_text(v)}" for value, v in variable.value_since]
+    if variable.note:
+        notes.append(variable.note)
+    return "; ".join(notes)
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
