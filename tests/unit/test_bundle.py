@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import pytest
 from scrunlib import bundle as bundles
@@ -16,9 +17,7 @@ GOOD = {
 
 
 def write(tmp_path, config):
-    (tmp_path / "config.json").write_text(
-        config if isinstance(config, str) else json.dumps(config)
-    )
+    (tmp_path / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
     return str(tmp_path)
 
 
@@ -48,7 +47,7 @@ def test_good_bundle(tmp_path):
 def test_wrong_types_are_rejected(tmp_path, mutate, message):
     config = json.loads(json.dumps(GOOD))
     mutate(config)
-    with pytest.raises(InvalidInput, match=message.replace(".", r"\.")):
+    with pytest.raises(InvalidInput, match=re.escape(message)):
         bundles.load(write(tmp_path, config))
 
 

@@ -120,7 +120,9 @@ def test_bad_signals(text):
 
 def test_create_with_bad_bundle_leaves_nothing(root, tmp_path, capsys):
     (tmp_path / "b").mkdir()
-    (tmp_path / "b" / "config.json").write_text('{"process": {"args": "sh"}, "root": {"path": "r"}}')
+    (tmp_path / "b" / "config.json").write_text(
+        '{"process": {"args": "sh"}, "root": {"path": "r"}}'
+    )
     assert main(["create", "--bundle", str(tmp_path / "b"), "c1"]) == 1
     assert "process.args" in one_error_line(capsys)
     assert not (root / "c1").exists()

@@ -29,8 +29,9 @@ def test_step_on_22_05_has_no_container_id():
 
 
 def test_step_on_23_02_tags_the_container_and_pty():
-    step = StepCommand(job_id=5, bundle="/b", args=["sh"], container_id="c1", pty=True,
-                       extra_args=["--label"])
+    step = StepCommand(
+        job_id=5, bundle="/b", args=["sh"], container_id="c1", pty=True, extra_args=["--label"]
+    )
     argv = step_argv("srun", step, V2302)
     assert argv[argv.index("--container-id") + 1] == "c1"
     assert "--pty" in argv and "--label" in argv
@@ -53,7 +54,11 @@ def test_remote_command_runs_the_script_unparsed():
 def test_cancel_lines():
     assert cancel_argv("scancel", 4) == ["scancel", "--quiet", "4"]
     assert cancel_argv("scancel", 4, signal=10, step_id=2) == [
-        "scancel", "--quiet", "--signal=10", "4.2"]
+        "scancel",
+        "--quiet",
+        "--signal=10",
+        "4.2",
+    ]
 
 
 def test_parsers():
@@ -79,7 +84,7 @@ def test_allocate_parses_the_job_id(fp, slurm):
     fp.register([f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
     fp.register([f"{bindir}/salloc", fp.any()], stderr="salloc: Granted job allocation 77\n")
     assert client.allocate("scrun", "c1", ["--time=2"]) == 77
-    salloc_call = [c for c in fp.calls if c[0].endswith("salloc")][0]
+    salloc_call = next(c for c in fp.calls if c[0].endswith("salloc"))
     assert "--time=2" in salloc_call
 
 
@@ -92,16 +97,21 @@ def test_refused_allocation_names_slurms_reason(fp, slurm):
         "salloc: error: Job submit/allocate failed: Invalid partition name specified\n",
         returncode=1,
     )
-    with pytest.raises(SlurmError, match="allocation refused: .*Invalid partition"):
+    with pytest.raises(SlurmError, match=r"allocation refused: .*Invalid partition"):
         client.allocate("scrun", "c1", ["--partition=nope"])
 
 
 def test_cancel_tolerates_finished_jobs(fp, slurm):
     client, bindir = slurm
-    fp.register([f"{bindir}/scancel", "--quiet", "5"], returncode=1,
-                stderr="scancel: error: Kill job error on job id 5: Job/step already completed\n")
+    fp.register(
+        [f"{bindir}/scancel", "--quiet", "5"],
+        returncode=1,
+        stderr="scancel: error: Kill job error on job id 5: Job/step already completed\n",
+    )
     client.cancel(5)
-    fp.register([f"{bindir}/scancel", "--quiet", "6"], returncode=1, stderr="scancel: error: boom\n")
+    fp.register(
+        [f"{bindir}/scancel", "--quiet", "6"], returncode=1, stderr="scancel: error: boom\n"
+    )
     with pytest.raises(SlurmError, match="boom"):
         client.cancel(6)
 

@@ -63,19 +63,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ready = ReadyPipe(args.ready_fd)
     try:
         spool = Spool(args.root, validate_id(args.container_id))
-        # fd 2 belongs to the container: our lines go to the --log file and anchor.log.
-        log.configure(
-            LogSettings(
-                stderr=0,
-                syslog=args.syslog_level,
-                file=args.file_level,
-                log_file=args.log,
-                log_format=args.log_format,
-                extra_file=spool.log_file,
-                extra_level=max(INFO, args.stderr_level, args.file_level),
-                program="scrun-anchor",
-            )
+        # fd 2 belongs to the container: our lines go to anchor.log, and to the --log file
+        # once create has returned (until then create reports; podman wants one line).
+        settings = LogSettings(
+            stderr=0,
+            syslog=args.syslog_level,
+            file=args.file_level,
+            log_format=args.log_format,
+            extra_file=spool.log_file,
+            extra_level=max(INFO, args.stderr_level, args.file_level),
+            program="scrun-anchor",
         )
+        log.configure(settings)
         sys.stderr = open(spool.log_file, "a", encoding="utf-8")  # noqa: SIM115 - for tracebacks
         anchor = Anchor(
             spool=spool,
@@ -92,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ready.send(f"error {exc.message}")
         return 1
     ready.send(f"created {os.getpid()}")
+    settings.log_file = args.log
+    log.configure(settings)
     return anchor.serve()
 
 

@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# harness/cluster-up.sh [DIR] -- bring up the project's private test cluster:
+# munged + slurmctld + one slurmd per node (Slurm 22.05, all as root on 127.0.0.1,
+# no systemd, no accounting), container support through oci.conf -> crun, and podman
+# with a private containers.conf and a local busybox image (no registry needed).
+#
+# DIR: first argument, else $SCRUN_CLUSTER_DIR, else /tmp/scrun-cluster.
+# Env knobs (all optional):
+#   SLURMCTLD_PORT (6817)  SLURMD_PORT (6818; extra node K listens on SLURMD_PORT+K)
+#   SLURM_EXTRA_NODES (1)  extra nodes n1..nK, each its own `slurmd -N nK`, so tests can
+#                          run 2-node jobs
+#   SLURM_NODE_CPUS (8)    CPUs advertised per node (more than real is allowed)
+#   SCRUN_TEST_USER        non-root job user (default: the uid-1000 user, else "scruntest")
+#   SKIP_APT=1             never run apt-get (fail later if something is missing)
+#   SKIP_PODMAN=1          skip the podman part
+#
+# Idempotent: a re-run with the same config changes nothing and returns in well under
+# a second; a changed config restarts the daemons. Progress goes to stderr; stdout gets
+# the `export ...` lines (same as harness/env.sh), also written to DIR/env.sh.
+# Layout: DIR/etc (slurm.conf cgroup.conf oci.conf plugstack.conf munge.key)  DIR/log
+#         DIR/run (pid files, munge socket)  DIR/state  DIR/spool/<node>  DIR/oci
+#         DIR/bundles/busybox  DIR/containers (containers.conf, rootfs tarball)
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cluster_paths "${1:-}"
+
+NODE="$(hostname -s)"
+CPUS="${SLURM_NODE_CPUS:-8}"
+CTLD_PORT="${SLURMCTLD_PORT:-6817}"
+SLURMD_PORT="${SLURMD_PORT:-6818}"
+EXTRA="${SLURM_EXTRA_NODES:-1}"
+
+log() { echo "[cluster-up] $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# ------------------------------------------------------------------ packages
+"$HARNESS/install-deps.sh"
+
+# ------------------------------------------------------------------ dirs
+mkdir -p "$ETC" "$LOG" "$RUN/munge" "$STATE" "$SPOOL" "$OCIROOT"
+chmod 755 "$D" "$ETC" "$LOG" "$RUN" "$STATE" "$SPOOL"
+chmod 755 "$RUN/munge"    # munged refuses a group/other-writable socket dir
+chmod 1777 "$OCIROOT"     # crun --root for every job user (rootless crun)
+# job users (uid != 0) must be able to traverse every parent of DIR
+p="$D"; while [ "$p" != / ]; do p="$(dirname "$p")"; [ -x "$p" ] || chmod o+x "$p"; done
+
+# ------------------------------------------------------------------ munge key
+# Our own key and socket: never the system munged's.
+if [ ! -s "$ETC/munge.key" ]; then
+  log "generating munge key $ETC/munge.key"
+  if command -v mungekey >/dev/null 2>&1; then
+    mungekey --create --keyfile="$ETC/munge.key" --force >&2
+  else
+    dd if=/dev/urandom of="$ETC/munge.key" bs=1 count=1024 status=none
+  fi
+fi
+chown root:root "$ETC/munge.key"; chmod 400 "$ETC/munge.key"
+
+# ------------------------------------------------------------------ test user
+# A non-root job user for tests. crun tries newuidmap (package uidmap) first; without
+# a /etc/subuid entry every rootless container prints a "newuidmap: ... not allowed"
+# line into the job's stderr, so give the user a range.
+TEST_USER="${SCRUN_TEST_USER:-$(getent passwd 1000 | cut -d: -f1 || true)}"
+[ -n "$TEST_USER" ] || TEST_USER=scruntest
+if ! id "$TEST_USER" >/dev/null 2>&1; then
+  log "creating test user $TEST_USER"
+  useradd -m -s /bin/bash "$TEST_USER"
+fi
+for f in /etc/subuid /etc/subgid; do
+  touch "$f"
+  if ! grep -q "^$TEST_USER:" "$f"; then
+    start="$(awk -F: 'BEGIN{m=100000} {e=$2+$3; if (e>m) m=e} END{print m}' "$f")"
+    echo "$TEST_USER:$start:65536" >>"$f"
+    log "added $TEST_USER:$start:65536 to $f"
+  fi
+done
+echo "$TEST_USER" >"$ETC/test-user.new" && mv "$ETC/test-user.new" "$ETC/test-user"
+
+# ------------------------------------------------------------------ test bundle
+# Tiny OCI bundle: busybox-static rootfs + a `crun spec --rootless`-like config without
+# terminal and without a network namespace. Slurm 22.05 always uses <bundle>/rootfs
+# (it overwrites root.path) and needs an ABSOLUTE bundle path in --container.
+if [ ! -x "$BUNDLE/rootfs/bin/busybox" ] || [ ! -s "$BUNDLE/config.json" ]; then
+  [ -x /bin/busybox ] || die "/bin/busybox missing (package busybox-static)"
+  log "building OCI bundle $BUNDLE"
+  rm -rf "$BUNDLE"
+  "$HARNESS/mkrootfs.sh" "$BUNDLE/rootfs"
+  cat >"$BUNDLE/config.json.new" <<'EOF'
+{
+  "ociVersion": "1.0.0",
+  "process": {
+    "terminal": false,
+    "user": {"uid": 0, "gid": 0},
+    "args": ["sh", "-c", "echo hi"],
+    "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TERM=xterm"],
+    "cwd": "/",
+    "capabilities": {
+      "bounding": ["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"],
+      "effective": ["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"],
+      "inheritable": [],
+      "permitted": ["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"],
+      "ambient": ["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"]
+    },
+    "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
+    "noNewPrivileges": true
+  },
+  "root": {"path": "rootfs", "readonly": true},
+  "hostname": "busybox",
+  "mounts": [
+    {"destination": "/proc", "type": "proc", "source": "proc"},
+    {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+    {"destination": "/dev/pts", "type": "devpts", "source": "devpts", "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
+    {"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
+    {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]},
+    {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
+    {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}
+  ],
+  "linux": {
+    "resources": {"devices": [{"allow": false, "access": "rwm"}]},
+    "namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "user"}, {"type": "mount"}],
+    "maskedPaths": ["/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"],
+    "readonlyPaths": ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
+  }
+}
+EOF
+  mv "$BUNDLE/config.json.new" "$BUNDLE/config.json"   # written last: marks the bundle complete
+  chmod -R a+rX "$D/bundles"
+fi
+
+# ------------------------------------------------------------------ configs
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+
+extra_nodes_conf=""
+all_nodes="$NODE"
+for ((i = 1; i <= EXTRA; i++)); do
+  # An extra slurmd binds the address its hostname resolves to, so every node needs
+  # NodeAddr=127.0.0.1 and its own port (127.0.0.2 etc. did not work).
+  extra_nodes_conf+="NodeName=n$i NodeHostname=$NODE NodeAddr=127.0.0.1 Port=$((SLURMD_PORT + i)) CPUs=$CPUS State=UNKNOWN"$'\n'
+  all_nodes+=",n$i"
+done
+
+cat >"$tmp/slurm.conf" <<EOF
+# generated by harness/cluster-up.sh -- single machine test cluster
+ClusterName=scrun
+SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$MUNGE_SOCK
+StateSaveLocation=$STATE
+SlurmdSpoolDir=$SPOOL/%n
+SlurmctldPidFile=$RUN/slurmctld.pid
+SlurmdPidFile=$RUN/slurmd-%n.pid
+SlurmctldLogFile=$LOG/slurmctld.log
+SlurmdLogFile=$LOG/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+PlugStackConfig=$ETC/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+SwitchType=switch/none
+MpiDefault=none
+SlurmdParameters=config_overrides
+ReturnToService=2
+InactiveLimit=0
+KillWait=5
+MinJobAge=300
+Waittime=0
+MailProg=/bin/true
+CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
+SlurmctldTimeout=60
+SlurmdTimeout=300
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
+${extra_nodes_conf}PartitionName=debug Nodes=$all_nodes Default=YES MaxTime=INFINITE State=UP
+PartitionName=second Nodes=$all_nodes MaxTime=INFINITE State=UP
+EOF
+
+# slurmd 22.05 always initialises a cgroup plugin (even with linuxproc + task/none):
+# pin the version that is mounted and never talk to systemd (PID 1 may not be systemd).
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then CG=cgroup/v2; else CG=cgroup/v1; fi
+cat >"$tmp/cgroup.conf" <<EOF
+CgroupPlugin=$CG
+IgnoreSystemd=yes
+EOF
+
+: >"$tmp/plugstack.conf"
+
+# oci.conf (22.05 keys only: a 23.02+ key makes every container step fatal).
+# slurmstepd runs each pattern as `/bin/sh -c <pattern>` as the job user.
+#  * RunTimeRun uses `exec`: otherwise sh stays the task, dies on scancel's SIGTERM, crun
+#    is re-parented to init and escapes proctrack's SIGKILL -> the node stays COMPLETING
+#    for ~60 s and the container leaks.
+#  * RunTimeQuery prints {} once the container is gone, so slurmstepd's cleanup does not
+#    print "_try_parse: JSON parsing error" (into the job's output file for batch jobs).
+#  * a literal % must be written %% (an unknown %X is fatal in slurmstepd).
+cat >"$tmp/oci.conf" <<EOF
+RunTimeQuery="crun --rootless=true --root=$OCIROOT state %n.%u.%j.%s.%t 2>/dev/null || echo {}"
+RunTimeKill="crun --rootless=true --root=$OCIROOT kill -a %n.%u.%j.%s.%t KILL"
+RunTimeDelete="crun --rootless=true --root=$OCIROOT delete --force %n.%u.%j.%s.%t"
+RunTimeRun="exec crun --rootless=true --root=$OCIROOT run --bundle %b %n.%u.%j.%s.%t"
+EOF
+
+changed=0
+for f in slurm.conf cgroup.conf plugstack.conf oci.conf; do
+  if ! cmp -s "$tmp/$f" "$ETC/$f"; then
+    install -m 644 "$tmp/$f" "$ETC/$f"; changed=1; log "wrote $ETC/$f"
+  fi
+done
+export SLURM_CONF="$ETC/slurm.conf"
+
+if [ "$changed" = 1 ] && { alive "$RUN/ourpid.slurmctld" slurmctld || alive "$RUN/ourpid.munged" munged; }; then
+  log "config changed -> restarting daemons"
+  "$HARNESS/cluster-down.sh" "$D" >&2 || true
+fi
+
+# ------------------------------------------------------------------ munged
+if ! alive "$RUN/ourpid.munged" munged; then
+  rm -f "$MUNGE_SOCK" "$MUNGE_SOCK.lock"
+  log "starting munged"
+  setsid munged -F --force --socket="$MUNGE_SOCK" --key-file="$ETC/munge.key" \
+    --pid-file="$RUN/munged.pid" --log-file="$LOG/munged.log" \
+    --seed-file="$RUN/munged.seed" </dev/null >>"$LOG/munged.out" 2>&1 &
+  echo $! >"$RUN/ourpid.munged"
+  wait_for 10 test -S "$MUNGE_SOCK" || { tail "$LOG/munged.log" >&2; die "munged did not start"; }
+fi
+chmod 755 "$RUN/munge"; chmod 777 "$MUNGE_SOCK" 2>/dev/null || true
+munge --socket="$MUNGE_SOCK" -n </dev/null | unmunge --socket="$MUNGE_SOCK" >/dev/null \
+  || die "munge self-test failed"
+
+# ------------------------------------------------------------------ slurmctld
+if ! alive "$RUN/ourpid.slurmctld" slurmctld; then
+  log "starting slurmctld (port $CTLD_PORT)"
+  setsid slurmctld -D -f "$ETC/slurm.conf" </dev/null >>"$LOG/slurmctld.out" 2>&1 &
+  echo $! >"$RUN/ourpid.slurmctld"
+  wait_for 30 scontrol ping || { tail -20 "$LOG/slurmctld.log" >&2; die "slurmctld not responding"; }
+  # A ping could also be answered by some other cluster on the same port: ours must live.
+  sleep 0.2
+  alive "$RUN/ourpid.slurmctld" slurmctld \
+    || { tail -20 "$LOG/slurmctld.out" "$LOG/slurmctld.log" >&2; die "slurmctld exited (port $CTLD_PORT busy?)"; }
+fi
+
+# ------------------------------------------------------------------ slurmd(s)
+start_slurmd() { # start_slurmd <nodename>
+  local n="$1"
+  mkdir -p "$SPOOL/$n"
+  if ! alive "$RUN/ourpid.slurmd-$n" slurmd; then
+    log "starting slurmd -N $n"
+    setsid slurmd -D -N "$n" -f "$ETC/slurm.conf" </dev/null >>"$LOG/slurmd-$n.out" 2>&1 &
+    echo $! >"$RUN/ourpid.slurmd-$n"
+  fi
+}
+start_slurmd "$NODE"
+for ((i = 1; i <= EXTRA; i++)); do start_slurmd "n$i"; done
+
+node_ready() {
+  local st; st="$(sinfo -h -N -n "$1" -o %t 2>/dev/null | head -1)"
+  case "$st" in
+    idle|mix|mixed|alloc|allocated|comp) return 0 ;;
+    # DOWN comes back through ReturnToService=2; a DRAIN from an earlier run
+    # ("Kill task failed" etc.) does not, so resume it.
+    drain|drng|drained|draining|down|fail|failg)
+      scontrol update NodeName="$1" State=RESUME >/dev/null 2>&1; return 1 ;;
+    *) return 1 ;;
+  esac
+}
+for n in ${all_nodes//,/ }; do
+  if ! wait_for 60 node_ready "$n"; then
+    log "node $n not ready: $(sinfo -h -N -n "$n" -o '%t %E' 2>&1)"
+    tail -20 "$LOG/slurmd-$n.log" >&2 || true
+    die "node $n did not become idle"
+  fi
+done
+log "slurm up: $(sinfo -h -o '%P %a %D %t %N' | tr '\n' ';')"
+
+# ------------------------------------------------------------------ podman
+[ "${SKIP_PODMAN:-0}" = 1 ] || "$HARNESS/podman-setup.sh" "$D"
+
+# ------------------------------------------------------------------ scrun site config
+# podman runs the runtime with an almost empty environment (no SLURM_CONF, sometimes no
+# PATH), so scrun reads <sys.prefix>/etc/scrun/scrun.toml; for the venv that is here.
+if [ -x "$VENV/bin/python" ]; then
+  mkdir -p "$VENV/etc/scrun"
+  cat >"$tmp/scrun.toml" <<EOF
+# written by harness/cluster-up.sh for the test cluster in $D
+slurm_conf = "$ETC/slurm.conf"
+bin_dir = "/usr/bin"
+EOF
+  if ! cmp -s "$tmp/scrun.toml" "$VENV/etc/scrun/scrun.toml"; then
+    install -m 644 "$tmp/scrun.toml" "$VENV/etc/scrun/scrun.toml"
+    log "wrote $VENV/etc/scrun/scrun.toml"
+  fi
+fi
+
+# ------------------------------------------------------------------ exports
+"$HARNESS/env.sh" "$D" >"$tmp/env.sh"
+install -m 644 "$tmp/env.sh" "$D/env.sh"
+cat "$D/env.sh"
+log "cluster ready in $D (eval \"\$(make -s env)\" to use it)"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# harness/env.sh [DIR] -- print the shell exports for the test cluster in DIR:
+#   eval "$(harness/env.sh)"      (or: eval "$(make -s env)")
+# Pure: starts nothing, changes nothing (cluster-up.sh does the work).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cluster_paths "${1:-}"
+
+[ -s "$ETC/slurm.conf" ] || echo "[env] warning: no cluster in $D yet (run make cluster-up)" >&2
+
+# venv's bin first (scrun, pytest), once; the rest of the caller's PATH unchanged.
+new_path="$VENV/bin"
+IFS=: read -ra parts <<<"$PATH"
+for p in "${parts[@]}"; do [ -n "$p" ] && [ "$p" != "$VENV/bin" ] && new_path+=":$p"; done
+case ":$new_path:" in *":/usr/sbin:"*) ;; *) new_path+=":/usr/sbin:/sbin" ;; esac
+
+test_user=""
+[ -s "$ETC/test-user" ] && test_user="$(cat "$ETC/test-user")"
+
+emit() { printf 'export %s=%q\n' "$1" "$2"; }
+emit SLURM_CONF "$ETC/slurm.conf"
+emit SCRUN_CLUSTER_DIR "$D"
+emit MUNGE_SOCKET "$MUNGE_SOCK"
+emit CONTAINERS_CONF "$CTR/containers.conf"
+emit SCRUN_TEST_BUNDLE "$BUNDLE"
+emit SCRUN_OCI_ROOT "$OCIROOT"
+[ -n "$test_user" ] && emit SCRUN_TEST_USER "$test_user"
+emit PATH "$new_path"

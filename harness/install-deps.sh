@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# harness/install-deps.sh -- install the Debian 12 packages the harness and the tests need.
+# Quick no-op when everything is installed (one dpkg-query); `apt-get update` runs only
+# when something is missing. SKIP_APT=1: only report what is missing (exit 1 if anything).
+set -euo pipefail
+
+PKGS=(
+  slurmctld slurmd slurm-client munge          # the cluster
+  crun podman conmon netavark uidmap           # containers: Slurm's oci.conf and podman
+  busybox-static                               # rootfs of the test image and bundle
+  lua5.4 lua-cjson                             # scrun.lua tests
+  rsync tmux hyperfine                         # staging, tty tests, benchmarks
+  python3 python3-venv make                    # the project's venv and Makefile
+)
+
+log() { echo "[deps] $*" >&2; }
+
+missing=()
+while read -r pkg status; do
+  [ "$status" = installed ] || missing+=("$pkg")
+done < <(for p in "${PKGS[@]}"; do
+  printf '%s %s\n' "$p" "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || echo missing)"
+done)
+[ "${#missing[@]}" -eq 0 ] && exit 0
+
+if [ "${SKIP_APT:-0}" = 1 ]; then
+  log "missing packages (SKIP_APT=1, not installing): ${missing[*]}"
+  exit 1
+fi
+[ "$(id -u)" = 0 ] || { log "need root to install: ${missing[*]}"; exit 1; }
+
+# Package postinst scripts would start the system's munged/slurmctld/slurmd through
+# invoke-rc.d; a system slurmd on port 6818 would collide with ours. A temporary
+# policy-rc.d ("101 = action forbidden") prevents that; removed again on exit.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod 755 "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+log "apt-get update"
+apt-get update -q >&2
+log "apt-get install ${missing[*]}"
+apt-get install -y -q --no-install-recommends "${missing[@]}" >&2

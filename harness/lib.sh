@@ -1,0 +1,42 @@
+# harness/lib.sh -- sourced by the harness scripts (not executable on its own).
+# One place for the cluster layout, so cluster-up, cluster-down and env.sh agree.
+#
+#   cluster_paths [DIR]   sets D ETC LOG RUN STATE SPOOL OCIROOT MUNGE_SOCK BUNDLE CTR
+#                         REPO VENV (DIR default: $SCRUN_CLUSTER_DIR or /tmp/scrun-cluster)
+
+HARNESS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+REPO="$(dirname "$HARNESS")"
+VENV="$REPO/.venv"
+# Daemons live in sbin; CI and `su -` shells do not always have it on PATH.
+case ":$PATH:" in *":/usr/sbin:"*) ;; *) PATH="$PATH:/usr/sbin:/sbin" ;; esac
+export PATH
+
+cluster_paths() {
+  D="${1:-${SCRUN_CLUSTER_DIR:-/tmp/scrun-cluster}}"
+  mkdir -p "$D"
+  D="$(cd "$D" && pwd -P)"
+  ETC="$D/etc"; LOG="$D/log"; RUN="$D/run"; STATE="$D/state"; SPOOL="$D/spool"
+  OCIROOT="$D/oci"                       # crun --root of the Slurm container steps
+  MUNGE_SOCK="$RUN/munge/munge.socket.2"
+  BUNDLE="$D/bundles/busybox"            # ready-made OCI bundle for srun --container
+  CTR="$D/containers"                    # private podman config (containers.conf)
+}
+
+# alive <pidfile> <cmdline-substring>: is the recorded pid still OUR daemon?
+# (a pid can be reused, so the command line is checked too)
+alive() {
+  local pf="$1" want="$2" pid
+  [ -s "$pf" ] || return 1
+  pid="$(cat "$pf")"
+  [ -d "/proc/$pid" ] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$want"
+}
+
+# wait_for <seconds> <cmd...>: poll every 0.1 s until cmd succeeds.
+wait_for() {
+  local n=$(($1 * 10)); shift
+  while ! "$@" >/dev/null 2>&1; do
+    n=$((n - 1)); [ $n -gt 0 ] || return 1
+    sleep 0.1
+  done
+}

@@ -1,0 +1,214 @@
+"""Fixtures for tests that need the real thing: the private Slurm cluster and podman.
+
+Every test under tests/integration is marked `integration` automatically.
+
+* `cluster` (session): runs harness/cluster-up.sh once (idempotent, well under a second
+  when the cluster is already up) and returns a `Cluster`. If the cluster cannot start,
+  the test FAILS: a missing cluster must never look like a green run.
+* `podman` (session): `podman(*args, **run_kwargs) -> CompletedProcess[str]`, podman with
+  the private CONTAINERS_CONF (text mode, output captured, never raises on exit codes).
+* `no_leftovers` (function): after the test, `assert_no_leftovers(cluster.env)`. It yields
+  the check itself, so a test can also call `no_leftovers()` half way.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HARNESS = REPO / "harness"
+INTEGRATION_DIR = Path(__file__).resolve().parent
+# cluster-up installs nothing during a test run (make test / make deps did that), so a
+# missing package is a quick, clear failure instead of minutes of apt-get.
+CLUSTER_UP_TIMEOUT = 300.0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # tryfirst: the marker must be on the items before `-m` deselects anything.
+    for item in items:
+        if INTEGRATION_DIR in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The running test cluster: paths, and the environment to run anything against it."""
+
+    dir: Path
+    slurm_conf: str
+    containers_conf: str
+    bundle: str  # absolute path of the ready-made busybox OCI bundle
+    munge_socket: str
+    test_user: str | None
+    exports: dict[str, str]  # exactly what `make env` exports
+    env: dict[str, str] = field(repr=False)  # os.environ + exports: pass as env= to subprocess
+
+    def __getitem__(self, name: str) -> str:
+        """`cluster["SLURM_CONF"]`: an exported variable."""
+        return self.exports[name]
+
+    def run(
+        self, argv: list[str], timeout: float = 120.0, **kwargs: Any
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a command against the cluster (text mode, output captured, no check)."""
+        kwargs.setdefault("capture_output", True)
+        return subprocess.run(argv, env=self.env, text=True, timeout=timeout, check=False, **kwargs)
+
+
+def parse_exports(text: str) -> dict[str, str]:
+    """`export NAME=value` lines (shell-quoted, as harness/env.sh prints them) → dict."""
+    exports: dict[str, str] = {}
+    for line in text.splitlines():
+        words = shlex.split(line)
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            name, _, value = words[1].partition("=")
+            exports[name] = value
+    return exports
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    env = dict(os.environ)
+    env.setdefault("SKIP_APT", "1")
+    try:
+        done = subprocess.run(
+            [str(HARNESS / "cluster-up.sh")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=CLUSTER_UP_TIMEOUT,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(f"harness/cluster-up.sh did not finish: {exc}", pytrace=False)
+    exports = parse_exports(done.stdout)
+    if done.returncode != 0 or "SLURM_CONF" not in exports:
+        tail = "\n".join(done.stderr.splitlines()[-30:])
+        pytest.fail(
+            f"harness/cluster-up.sh failed (exit {done.returncode}); "
+            f"`make deps cluster-up` shows why:\n{tail}",
+            pytrace=False,
+        )
+    return Cluster(
+        dir=Path(exports["SCRUN_CLUSTER_DIR"]),
+        slurm_conf=exports["SLURM_CONF"],
+        containers_conf=exports["CONTAINERS_CONF"],
+        bundle=exports["SCRUN_TEST_BUNDLE"],
+        munge_socket=exports["MUNGE_SOCKET"],
+        test_user=exports.get("SCRUN_TEST_USER"),
+        exports=exports,
+        env={**os.environ, **exports},
+    )
+
+
+class Podman(Protocol):
+    def __call__(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]: ...
+
+
+@pytest.fixture(scope="session")
+def podman(cluster: Cluster) -> Podman:
+    """`podman("--runtime", "crun", "run", "--rm", "localhost/busybox", "echo", "hi")`.
+
+    Keyword arguments go to subprocess.run (input=, timeout= (default 120 s), env=...)."""
+
+    def run(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        kwargs.setdefault("timeout", 120.0)
+        kwargs.setdefault("env", cluster.env)
+        kwargs.setdefault("capture_output", True)
+        return subprocess.run(["podman", *args], text=True, check=False, **kwargs)
+
+    return run
+
+
+# ----------------------------------------------------------------------------- leftovers
+
+
+def spool_roots(env: Mapping[str, str]) -> list[Path]:
+    """Where scrun keeps per-container state when podman gives no --root:
+    `$XDG_RUNTIME_DIR/scrun` when set and non-empty, and `/run/user/<uid>/scrun`
+    (what podman's empty XDG_RUNTIME_DIR leads to)."""
+    roots = [Path(f"/run/user/{os.getuid()}/scrun")]
+    xdg = env.get("XDG_RUNTIME_DIR")
+    if xdg:
+        roots.insert(0, Path(xdg) / "scrun")
+    return list(dict.fromkeys(roots))
+
+
+def _is_anchor(argv: list[str]) -> bool:
+    if any(os.path.basename(arg) == "scrun-anchor" for arg in argv[:2]):
+        return True
+    # `python -m scrun_anchor ...`
+    return any(a == "-m" and b.split(".")[0] == "scrun_anchor" for a, b in pairwise(argv))
+
+
+def anchor_processes() -> list[str]:
+    """`pid: command line` of every scrun-anchor process on the machine."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            raw = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue  # gone meanwhile, or a kernel thread
+        argv = [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+        if argv and _is_anchor(argv):
+            found.append(f"{proc.name}: {' '.join(argv)}")
+    return found
+
+
+def leftovers(env: Mapping[str, str]) -> list[str]:
+    """Everything scrun should have cleaned up but did not (empty list: clean)."""
+    problems = []
+    squeue = subprocess.run(
+        ["squeue", "-h", "-n", "scrun", "-o", "%i %j %T %N"],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if squeue.returncode != 0:
+        problems.append(f"squeue failed: {squeue.stderr.strip()}")
+    problems += [f"job still in squeue: {line}" for line in squeue.stdout.splitlines() if line]
+    problems += [f"scrun-anchor still running: {p}" for p in anchor_processes()]
+    for root in spool_roots(env):
+        if root.is_dir():
+            problems += [f"spool dir left: {d}" for d in sorted(root.iterdir()) if d.is_dir()]
+    return problems
+
+
+def assert_no_leftovers(env: Mapping[str, str], timeout: float = 10.0) -> None:
+    """No `scrun` job in squeue, no scrun-anchor process, no container directory in the
+    default spool root. Polls up to `timeout` s: podman's cleanup (conmon's exit command)
+    and Slurm's job completion run after the podman command has returned."""
+    deadline = time.monotonic() + timeout
+    while True:
+        problems = leftovers(env)
+        if not problems or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    assert not problems, "leftovers after the test:\n  " + "\n  ".join(problems)
+
+
+@pytest.fixture
+def no_leftovers(cluster: Cluster) -> Iterator[Callable[..., None]]:
+    """Checks for leftovers after the test; call the yielded function to check earlier."""
+
+    def check(timeout: float = 10.0) -> None:
+        assert_no_leftovers(cluster.env, timeout=timeout)
+
+    yield check
+    check()
