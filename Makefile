@@ -82,8 +82,8 @@ test:
 	if [ $$rc != 0 ]; then echo "make test: pytest FAILED (exit $$rc)" >&2; fi; \
 	[ $$lint_rc = 0 ] && [ $$rc = 0 ]
 
-# Placeholder demo: a container through Slurm's own --container (oci.conf -> crun).
-demo: venv cluster-up
+# The demo: containers through podman -> scrun -> Slurm on the private cluster.
+demo: deps venv cluster-up
 	$(ENV); $(REPO)/harness/demo.sh
 
 bench: venv cluster-up

@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
-# harness/demo.sh -- placeholder demo (the podman -> scrun demo replaces it): one
-# container through the private cluster with Slurm's own --container (oci.conf -> crun).
+# harness/demo.sh -- a container through podman -> scrun -> Slurm on the private cluster.
 # Expects the exports of harness/env.sh (make demo loads them).
 set -euo pipefail
-: "${SCRUN_TEST_BUNDLE:?run through make demo, or eval \"\$(make -s env)\" first}"
+: "${CONTAINERS_CONF:?run through make demo, or eval \"\$(make -s env)\" first}"
 say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 
 say sinfo
 sinfo
 
-say "srun --container $SCRUN_TEST_BUNDLE busybox echo hello from Slurm"
-srun --container "$SCRUN_TEST_BUNDLE" busybox echo hello from Slurm
+say "podman --runtime scrun run --rm localhost/busybox echo hello from a Slurm job"
+podman --runtime scrun run --rm localhost/busybox echo hello from a Slurm job
 
-say "srun -J demo --container $SCRUN_TEST_BUNDLE sh -c 'sleep 3; echo done' &   # then squeue"
-srun -J demo --container "$SCRUN_TEST_BUNDLE" sh -c 'echo "inside job $SLURM_JOB_ID"; sleep 3; echo done' &
-srun_pid=$!
-sleep 1
-squeue -o '%.8i %.10P %.10j %.8u %.4t %.8M %N'
+say "podman --runtime scrun run --rm localhost/busybox sh -c 'echo job \$SLURM_JOB_ID on \$(hostname); exit 3'; echo exit code \$?"
+rc=0
+podman --runtime scrun run --rm localhost/busybox \
+  sh -c 'echo "job $SLURM_JOB_ID, step $SLURM_STEP_ID"; exit 3' 2>/dev/null || rc=$?
+echo "exit code $rc"
+
+say "podman --runtime scrun run -d --name scrun-demo -e SCRUN_PARTITION=second -e SCRUN_JOB_NAME=demo localhost/busybox sh -c 'trap \"exit 0\" TERM; sleep 30 & wait'"
+podman rm -f scrun-demo >/dev/null 2>&1 || true
+podman --runtime scrun run -d --name scrun-demo -e SCRUN_PARTITION=second -e SCRUN_JOB_NAME=demo \
+  localhost/busybox sh -c 'trap "exit 0" TERM; sleep 30 & wait' >/dev/null
+say "squeue   # the container is a Slurm job"
+squeue -o '%.8i %.10P %.10j %.8u %.4t %.8M %N %k'
 job="$(squeue -h -n demo -o %i | head -1)"
-[ -z "$job" ] || { say "scontrol show job $job"; scontrol show job "$job" | grep -E 'JobId|JobState|NodeList|Container' || true; }
-wait "$srun_pid"
+[ -z "$job" ] || { say "scontrol show job $job"; scontrol show job "$job" | grep -E 'JobId|JobState|Partition|NodeList|Comment'; }
+say "podman stop -t 2 scrun-demo && podman rm scrun-demo"
+podman stop -t 2 scrun-demo >/dev/null && podman rm scrun-demo >/dev/null
+say "squeue   # nothing left"
+squeue

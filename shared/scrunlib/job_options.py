@@ -276,6 +276,27 @@ ACCTG_FREQ = Kind(
     _acctg_freq,
 )
 LOG_LEVEL = Kind("log level", "`quiet` … `debug5` or `0`-`9`", _debug_level)
+# In the order the docs list them.
+KINDS = (
+    TEXT,
+    WORD,
+    NAME_LIST,
+    COUNT,
+    COUNT_OR_ZERO,
+    TIME,
+    MEMORY,
+    NODES,
+    FLAG,
+    EXCLUSIVE,
+    GPU_COUNT,
+    SIGNAL,
+    PATH,
+    OPEN_MODE,
+    HINT,
+    PROFILE,
+    ACCTG_FREQ,
+    LOG_LEVEL,
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -518,9 +539,9 @@ def job_request(env: Mapping[str, str], slurm_version: SlurmVersion) -> JobReque
         chosen = options[variable.target]
         if variable.appends_with:
             if variable.option not in chosen:
+                base = next(v.name for v in VARIABLES if v.option == variable.option)
                 raise InvalidInput(
-                    f"{variable.name}={raw!r} has no effect alone: it needs the variable that "
-                    f"sets the rest of {variable.option}"
+                    f"{variable.name}={raw!r} needs {base}: alone it gives no {variable.option}"
                 )
             value = chosen[variable.option] + variable.appends_with + value
         chosen[variable.option] = value
@@ -772,7 +793,7 @@ def markdown_table() -> str:
         "*Goes to*: **allocation** = an option of `salloc --no-shell`, which creates the job;",
         "**step** = an option of the container's `srun --container`; **job name** = the",
         "`--job-name` of both. When `SLURM_JOB_ID` is set the container runs in that job:",
-        "allocation variables are still checked but have no effect (the anchor logs them).",
+        "allocation variables are still checked but have no effect.",
         "Options are passed as `--option=value`, one argument each, never through a shell.",
         "",
         "| variable | option | value | goes to | notes |",
@@ -790,8 +811,7 @@ def markdown_table() -> str:
         "| kind | accepted |",
         "|---|---|",
     ]
-    kinds = dict.fromkeys(variable.kind for variable in VARIABLES)
-    lines += [f"| {kind.name} | {kind.accepts} |" for kind in kinds]
+    lines += [f"| {kind.name} | {kind.accepts} |" for kind in KINDS]
     lines += [
         "",
         "## Differences from upstream scrun",
