@@ -88,19 +88,33 @@ def parse(path: str, config: Any) -> Bundle:
     )
 
 
-def runnable_by_slurm(bundle_path: str, target_dir: str) -> str:
+# With a terminal, the container's stdio is the pty slurmstepd made for `srun --pty` on the
+# node (22.05 forces process.terminal=false, so the runtime makes none). It lives in the
+# node's /dev/pts, so that is what the container needs to see for `tty` to name it.
+HOST_PTS_MOUNT = {
+    "destination": "/dev/pts",
+    "type": "bind",
+    "source": "/dev/pts",
+    "options": ["rbind", "nosuid", "noexec"],
+}
+
+
+def runnable_by_slurm(bundle_path: str, target_dir: str, *, terminal: bool = False) -> str:
     """A bundle path that slurmd (22.05 and newer) runs with the intended rootfs.
 
-    If `<bundle>/rootfs` already is the configured root, the bundle is used as it is.
-    Otherwise `target_dir` gets a copy of config.json with an absolute root.path and a
-    `rootfs` symlink to it."""
+    If `<bundle>/rootfs` already is the configured root (and no terminal needs the node's
+    /dev/pts), the bundle is used as it is. Otherwise `target_dir` gets a copy of
+    config.json with an absolute root.path and a `rootfs` symlink to it."""
     staged = load(bundle_path)
     own_rootfs = os.path.join(staged.path, "rootfs")
-    if os.path.realpath(own_rootfs) == os.path.realpath(staged.rootfs):
+    if not terminal and os.path.realpath(own_rootfs) == os.path.realpath(staged.rootfs):
         return staged.path
     os.makedirs(target_dir, mode=0o755, exist_ok=True)
     config = dict(staged.config)
     config["root"] = {**config["root"], "path": staged.rootfs}
+    if terminal:
+        mounts = [m for m in config.get("mounts", []) if m.get("destination") != "/dev/pts"]
+        config["mounts"] = [*mounts, HOST_PTS_MOUNT]
     temporary = os.path.join(target_dir, "config.json.tmp")
     with open(temporary, "w", encoding="utf-8") as stream:
         json.dump(config, stream)

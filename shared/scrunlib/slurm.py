@@ -183,6 +183,14 @@ class Slurm:
         """A plumbum command for `argv` with this cluster's SLURM_CONF."""
         return local[argv[0]][list(argv[1:])].with_env(**self.env)
 
+    def popen(self, argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> Any:
+        """Start `argv` with exactly `env` (plumbum always adds our own environment, and
+        srun takes SLURM_* variables from its environment as options)."""
+        try:
+            return subprocess.Popen(list(argv), env=dict(env), **kwargs)
+        except OSError as exc:
+            raise SlurmError(f"cannot run {argv[0]}: {exc.strerror}") from exc
+
     def run(self, argv: Sequence[str], timeout: float = 60.0) -> tuple[int, str, str]:
         """Run to completion; returns (status, stdout, stderr) and never raises on status."""
         try:

@@ -86,3 +86,14 @@ def test_bundle_with_its_own_rootfs_is_used_as_is(tmp_path):
     path = write(tmp_path, GOOD)
     assert bundles.runnable_by_slurm(path, str(tmp_path / "unused")) == path
     assert not (tmp_path / "unused").exists()
+
+
+def test_terminal_bundle_sees_the_nodes_ptys(tmp_path):
+    (tmp_path / "rootfs").mkdir()
+    config = json.loads(json.dumps(GOOD))
+    config["mounts"] = [{"destination": "/dev/pts", "type": "devpts", "source": "devpts"}]
+    path = write(tmp_path, config)
+    target = tmp_path / "spool"
+    assert bundles.runnable_by_slurm(path, str(target), terminal=True) == str(target)
+    mounts = json.loads((target / "config.json").read_text())["mounts"]
+    assert mounts == [bundles.HOST_PTS_MOUNT]

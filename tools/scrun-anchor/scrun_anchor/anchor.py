@@ -117,7 +117,9 @@ class Anchor:
         result = self.staging.stage_in(self.state, self.bundle, self.spool, self.job_env)
         if result is not None:
             state.bundle, state.rootfs = result
-        self.run_bundle = bundles.runnable_by_slurm(state.bundle, self.spool.bundle_dir)
+        self.run_bundle = bundles.runnable_by_slurm(
+            state.bundle, self.spool.bundle_dir, terminal=self.bundle.terminal
+        )
         state.transition(Status.CREATED)
         state.save(self.spool)
         self._write_pid_file()
@@ -136,7 +138,17 @@ class Anchor:
             return
         state.step_name = request.job_name
         log.verbose(f"allocating: salloc {' '.join(request.allocation_args)}")
-        state.job_id = self.slurm.allocate(request.job_name, state.id, request.allocation_args)
+        try:
+            state.job_id = self.slurm.allocate(request.job_name, state.id, request.allocation_args)
+        except SlurmError as exc:
+            asked = [
+                f"{v.name}={self.environ[v.name]}"
+                for v in job_options.VARIABLES
+                if v.target is job_options.Target.ALLOCATION and v.name in self.environ
+            ]
+            if not asked:
+                raise
+            raise SlurmError(f"{exc.message} (job options: {', '.join(asked)})") from exc
         state.save(self.spool)
         record = self.slurm.job_record(state.job_id)
         if record.get("JobState") != "RUNNING":
@@ -296,13 +308,15 @@ class Anchor:
             ),
             self.slurm.version(),
         )
+        # Exactly the job env: srun reads SLURM_* input variables from its environment, so
+        # nothing of the caller's may leak in (an outer allocation's SLURM_NTASKS, say).
         env = {
             **self.job_env,
             "SLURM_CONF": self.slurm_conf,
             "PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
         }
         log.verbose(f"starting step: {' '.join(argv)}")
-        self.step = self.slurm.command(argv).with_env(**env).popen(**self._step_stdio())
+        self.step = self.slurm.popen(argv, env, **self._step_stdio())
         if self.pty_slave is not None:
             os.close(self.pty_slave)
             self.pty_slave = None
