@@ -145,7 +145,8 @@ def log(level: int, message: str) -> None:
     """Write `message` at Slurm `level` to every output whose threshold admits it."""
     if not enabled(level):
         return
-    _loguru().log(LEVEL_NAMES[level].upper(), message, slurm_level=level)
+    # bind(), not a keyword: loguru would str.format() the message and choke on braces.
+    _loguru().bind(slurm_level=level).log(LEVEL_NAMES[level].upper(), message)
 
 
 def fatal(message: str) -> None:

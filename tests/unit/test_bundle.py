@@ -52,7 +52,7 @@ def test_wrong_types_are_rejected(tmp_path, mutate, message):
 
 
 def test_missing_and_malformed(tmp_path):
-    with pytest.raises(InvalidInput, match="has no config.json"):
+    with pytest.raises(InvalidInput, match=r"has no config\.json"):
         bundles.load(str(tmp_path))
     with pytest.raises(InvalidInput, match="not valid JSON"):
         bundles.load(write(tmp_path, "{nope"))

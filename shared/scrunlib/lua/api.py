@@ -23,8 +23,18 @@ STAGE_IN = Hook(
 )
 STAGE_OUT = Hook(
     "slurm_scrun_stage_out",
-    ("id", "bundle", "orig_bundle", "root_path", "orig_root_path", "spool_dir", "config_file",
-     "job_id", "user_id", "group_id"),
+    (
+        "id",
+        "bundle",
+        "orig_bundle",
+        "root_path",
+        "orig_root_path",
+        "spool_dir",
+        "config_file",
+        "job_id",
+        "user_id",
+        "group_id",
+    ),
 )
 HOOKS = (STAGE_IN, STAGE_OUT)
 
@@ -107,3 +117,22 @@ STRING_CONSTANTS = ("CLUSTER_NAME",)
 
 # slurm.log(LEVEL, MSG) level numbers → Slurm log levels (0 info, 1 verbose, 2 debug, ...).
 LOG_LEVEL_OFFSET = 3  # slurm.log level 0 is Slurm level 3 (info)
+
+# Slurm log level of each formatting log function (scrunlib.log numbers: 2 error .. 8 debug4).
+# slurm.log_user would need slurm.user_msg, which scrun never defines (upstream it raises);
+# here it logs at info level so a script shared with cli_filter still works.
+LOG_FUNCTION_LEVELS: dict[str, int] = {
+    "error": 2,
+    "log_error": 2,
+    "log_info": 3,
+    "log_user": 3,
+    "log_verbose": 4,
+    "log_debug": 5,
+    "log_debug2": 6,
+    "log_debug3": 7,
+    "log_debug4": 8,
+}
+# slurm.log(LEVEL, MSG): levels above this are all debug4.
+LOG_LEVEL_MAX = 5
+# Modules that `require` finds: both spellings used by 23.02–25.11 example scripts.
+JSON_MODULES = ("json", "cjson")

@@ -112,8 +112,8 @@ class Anchor:
         if self.bundle.terminal and self.console_socket:
             self._send_console()
         self.server = protocol.listen(self.spool.socket)
-        self._get_job(self.request)
-        self.job_env = self._job_environment(version)
+        record = self._get_job(self.request)
+        self.job_env = self._job_environment(version, record)
         result = self.staging.stage_in(self.state, self.bundle, self.spool, self.job_env)
         if result is not None:
             state.bundle, state.rootfs = result
@@ -123,9 +123,9 @@ class Anchor:
         state.transition(Status.CREATED)
         state.save(self.spool)
         self._write_pid_file()
-        log.info(f"container {state.id} created in job {state.job_id}")
 
-    def _get_job(self, request: job_options.JobRequest) -> None:
+    def _get_job(self, request: job_options.JobRequest) -> dict[str, str]:
+        """Allocate a job, or join SLURM_JOB_ID's; returns its running job record."""
         state = self.state
         if request.existing_job_id is not None:
             state.job_id = request.existing_job_id
@@ -135,7 +135,7 @@ class Anchor:
             if record.get("JobState") != "RUNNING":
                 raise SlurmError(f"job {state.job_id} is not running ({record.get('JobState')})")
             state.save(self.spool)
-            return
+            return record
         state.step_name = request.job_name
         log.verbose(f"allocating: salloc {' '.join(request.allocation_args)}")
         try:
@@ -155,13 +155,14 @@ class Anchor:
             raise SlurmError(
                 f"job {state.job_id} ended before it started ({record.get('JobState')})"
             )
+        return record
 
-    def _job_environment(self, version: tuple[int, int, int]) -> dict[str, str]:
+    def _job_environment(
+        self, version: tuple[int, int, int], record: dict[str, str]
+    ) -> dict[str, str]:
         """The job env: SLURM_* of the allocation plus the SCRUN_* output variables; what
         scrun.lua's hooks see and what its commands (and the container's srun) run with."""
         state = self.state
-        assert state.job_id is not None
-        record = self.slurm.job_record(state.job_id)
         env = job_options.job_environment(
             record, cluster_name(self.slurm_conf), os.uname().nodename
         )
@@ -238,6 +239,7 @@ class Anchor:
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         if self.bundle.terminal:
             _detach_stdio()  # in terminal mode our stdio is the caller's, not the container's
+        log.info(f"container {self.state.id} created in job {self.state.job_id}")
         selector = selectors.DefaultSelector()
         assert self.server is not None
         selector.register(self.server, selectors.EVENT_READ, "request")
@@ -371,7 +373,8 @@ class Anchor:
             self.exit_code = exit_code_of(self.step.returncode)
         if self.stop_requested:
             log.info(f"stopping container {state.id}: {self.stop_requested}")
-        self._report_job_end()
+        if self.exit_code != 0:
+            self._report_job_end()
         state.exit_code = self.exit_code
         state.transition(Status.STOPPED)
         state.save(self.spool)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench/run.sh -- the speed and memory figures of bench/README.md (a benchmark, not a test).
+# Needs the private cluster's exports (make bench loads them). Runs, side by side:
+#   1. `scrun state` on a running container                    (target: median <= 25 ms)
+#   2. `podman run --rm localhost/busybox true` through scrun, through crun,
+#      and `srun --container <bundle> true` directly           (target: scrun <= 0.35 s)
+#   3. the anchor's resident memory while its container runs   (target: <= 40 MB)
+set -euo pipefail
+: "${CONTAINERS_CONF:?run through make bench, or eval \"\$(make -s env)\" first}"
+RUNS="${BENCH_RUNS:-20}"
+out="$(mktemp -d)"
+trap 'podman rm -f -t 0 scrun-bench >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
+
+echo "== machine: $(nproc) cores, $(uname -r); $(srun --version); $(podman --version)"
+
+podman rm -f -t 0 scrun-bench >/dev/null 2>&1 || true
+podman --runtime scrun run -d --name scrun-bench localhost/busybox sleep 600 >/dev/null
+id="$(podman inspect -f '{{.ID}}' scrun-bench)"
+pid="$(podman inspect -f '{{.State.Pid}}' scrun-bench)"
+
+echo "== 1. scrun state on a running container"
+hyperfine -N -w 5 -r "$((RUNS * 5))" --export-json "$out/state.json" "scrun state $id" | grep -E "Time|Range"
+
+echo "== 3. anchor memory (pid $pid)"
+grep -E "VmRSS|VmHWM" "/proc/$pid/status"
+podman rm -f -t 0 scrun-bench >/dev/null
+
+echo "== 2. a whole container run, side by side"
+hyperfine -N -w 2 -r "$RUNS" --export-json "$out/run.json" \
+  "podman --runtime scrun run --rm localhost/busybox true" \
+  "podman --runtime crun run --rm localhost/busybox true" \
+  "srun --container $SCRUN_TEST_BUNDLE true" | grep -E "Benchmark|Time|Range"
+
+python3 - "$out" <<'PY'
+import json, statistics, sys
+def table(path):
+    for result in json.load(open(path))["results"]:
+        times = sorted(result["times"])
+        q1, _, q3 = statistics.quantiles(times, n=4)
+        print(f"| `{result['command']}` | {statistics.median(times)*1000:.1f} ms | "
+              f"{(q3-q1)*1000:.1f} ms | {times[0]*1000:.1f}–{times[-1]*1000:.1f} ms |")
+print("\n| command | median | IQR | range |\n|---|---|---|---|")
+table(f"{sys.argv[1]}/state.json")
+table(f"{sys.argv[1]}/run.json")
+PY

@@ -1,0 +1,618 @@
+"""scrun.lua in an embedded Lua 5.4 (lupa): the `slurm` table, loading, calling the hooks.
+
+Only this module imports lupa; scrunlib.lua.stage loads it on first use so that commands that
+never run Lua do not pay for it.
+
+What a script can reach is plain Lua: every Python callback sits behind a Lua closure and
+answers `(true, results...)` or `(false, message)`, the closure raises the message at the
+script's own line, attribute access on any Python object is refused, and lupa's `python`
+module is removed. The script keeps the invoking user's rights and nothing more (it still has
+`io` and `os`, as upstream). Lua strings cross as bytes (`encoding=None`) because paths and
+command output need not be UTF-8; they are decoded with surrogateescape and re-encoded the
+same way, so odd bytes survive the round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from lupa import lua54
+
+from scrunlib import log
+from scrunlib.errors import LuaError
+from scrunlib.lua import api
+from scrunlib.lua.commands import (
+    CommandKind,
+    CommandRecord,
+    CommandRunner,
+    CommandTimeout,
+    command_env,
+)
+from scrunlib.lua.stage import LogRecord
+from scrunlib.lua.timestr import INVALID, time_str2mins
+
+JSON_MAX_DEPTH = 16  # as Slurm's data_t conversion
+# How often (in Lua VM instructions) a running hook checks its deadline: often enough to stop a
+# runaway loop within milliseconds, rarely enough to cost nothing measurable.
+INSTRUCTIONS_PER_CHECK = 1_000_000
+_INT64 = range(-(2**63), 2**63)
+
+# Runs once per Lua state, before the script. Receives the Python callbacks and data, builds
+# the global `slurm` table, the `json`/`cjson` modules, and returns the helpers Python uses.
+_PRELUDE = r"""
+local functions, internal, constants, cluster_name, log_levels, json_modules, check_every = ...
+local error, pcall, xpcall, pairs, ipairs, type, tostring, select =
+      error, pcall, xpcall, pairs, ipairs, type, tostring, select
+local pack, unpack, format, load = table.pack, table.unpack, string.format, load
+local sethook, traceback, setmetatable = debug.sethook, debug.traceback, setmetatable
+
+local function wrap(f)
+  return function(...)
+    local r = pack(f(...))
+    if not r[1] then error(r[2], 2) end
+    return unpack(r, 2, r.n)
+  end
+end
+
+local slurm = {}
+for name, value in pairs(constants) do slurm[name] = value end
+slurm.CLUSTER_NAME = cluster_name
+for name, f in pairs(functions) do slurm[name] = wrap(f) end
+
+local emit, emit_at = wrap(internal.log), wrap(internal.log_at)
+for name, level in pairs(log_levels) do
+  slurm[name] = function(fmt, ...)
+    local message = fmt
+    if select("#", ...) > 0 then
+      local ok, text = pcall(format, fmt, ...)
+      if not ok then error(text, 2) end
+      message = text
+    end
+    emit(level, tostring(message))
+  end
+end
+-- Slurm's code takes (LEVEL, MSG); its man page shows (MSG, LEVEL) and scripts use both.
+function slurm.log(a, b)
+  if type(a) ~= "number" and type(b) == "number" then a, b = b, a end
+  emit_at(a, tostring(b))
+end
+
+local marks = setmetatable({}, {__mode = "k"})
+local null = setmetatable({}, {
+  __tostring = function() return "null" end,
+  __newindex = function() error("json.null is read-only", 2) end,
+})
+marks[null] = "null"
+local json = {decode = slurm.from_json, encode = slurm.to_json, null = null}
+for _, name in ipairs(json_modules) do
+  package.preload[name] = function() return json end
+end
+
+_G.slurm = slurm
+_G.python = nil
+package.loaded.python = nil
+-- os.exit would end the anchor (or scrun create) from inside a hook.
+os.exit = function()
+  error("os.exit is not available in scrun.lua: return slurm.ERROR instead", 2)
+end
+
+local expired = internal.expired
+local function check_time()
+  local message = expired()
+  if message then error(message, 2) end
+end
+local function on_error(e)
+  return {message = tostring(e), traceback = traceback(nil, 2), error = e}
+end
+local function run(f, ...)
+  sethook(check_time, "", check_every)
+  local r = pack(xpcall(f, on_error, ...))
+  sethook()
+  return r
+end
+local function compile(source, chunkname)
+  local chunk, problem = load(source, chunkname)
+  return chunk, problem
+end
+return run, compile, marks
+"""
+
+
+@dataclass
+class Paths:
+    """What `set_bundle_path` / `set_root_path` change. The stager sets the originals before a
+    hook and reads the current values after it."""
+
+    bundle: str = ""
+    root_path: str = ""
+    orig_bundle: str | None = None
+    orig_root_path: str = ""
+
+
+@dataclass
+class HookOutcome:
+    """How one hook call went, in terms the stager turns into a StageResult."""
+
+    hook: str
+    ok: bool
+    status: int
+    message: str
+    commands: list[CommandRecord]
+    logs: list[LogRecord]
+    seconds: float
+    traceback: str = ""
+
+
+@dataclass
+class _Call:
+    """State of the Lua code running right now (top-level chunk or one hook)."""
+
+    what: str
+    env: dict[str, str]
+    job_id: int | None
+    deadline: float
+    in_hook: bool
+    commands: list[CommandRecord] = field(default_factory=list)
+    logs: list[LogRecord] = field(default_factory=list)
+
+
+class _Refused(Exception):
+    """A slurm.* call the script got wrong: becomes a Lua error at the script's line."""
+
+
+class LuaScript:
+    """One loaded scrun.lua and its Lua state (globals persist from stage-in to stage-out)."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        runner: CommandRunner,
+        cluster_name: str = "",
+        timeout: float = 300.0,
+    ) -> None:
+        self.path = path
+        self.runner = runner
+        self.timeout = timeout
+        self.paths = Paths()
+        self.load_logs: list[LogRecord] = []
+        self._lua = lua54.LuaRuntime(
+            encoding=None,
+            register_eval=False,
+            register_builtins=False,
+            unpack_returned_tuples=True,
+            attribute_filter=_refuse_attribute,
+        )
+        self._call = _Call("load", command_env(()), None, math.inf, in_hook=False)
+        self._run, self._compile, self._marks = self._lua.execute(
+            _PRELUDE,
+            self._table(self._slurm_functions()),
+            self._table(
+                {
+                    "log": _guarded(self._log),
+                    "log_at": _guarded(self._log_at),
+                    "expired": self._expired,
+                }
+            ),
+            self._table({name: _lua_integer(value) for name, value in api.CONSTANTS.items()}),
+            _encode(cluster_name),
+            self._table(api.LOG_FUNCTION_LEVELS),
+            self._lua.table_from([_encode(name) for name in api.JSON_MODULES]),
+            INSTRUCTIONS_PER_CHECK,
+        )
+        self._load()
+
+    # -- loading -------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Compile and run the chunk once, then insist on both hooks (as upstream)."""
+        try:
+            with open(self.path, "rb") as stream:
+                source = stream.read()
+        except FileNotFoundError:
+            self._fail_load("the file does not exist")
+        except OSError as exc:
+            self._fail_load(f"cannot read it: {exc.strerror}")
+        if source.startswith(b"#"):
+            # luaL_loadfile skips a `#!` line; load() does not. Keep the line count.
+            source = source[source.find(b"\n") :] if b"\n" in source else b""
+        chunk, problem = self._compile(source, _encode("@" + self.path))
+        if chunk is None:
+            self._fail_load(self._full_path(_decode(problem)))
+        self._call.deadline = self._deadline()
+        start = time.monotonic()
+        ok, value, detail, _ = self._unpack(self._run(chunk))
+        self.load_logs = self._call.logs
+        if not ok:
+            self._fail_load(detail)
+        if _chunk_status(value) != 0:
+            self._fail_load(f"the script returned {_describe(value)} (expected slurm.SUCCESS)")
+        for hook in api.HOOKS:
+            kind = _type(self._lua.globals()[_encode(hook.name)])
+            if kind != "function":
+                what = "is not defined" if kind == "nil" else f"is a {kind}, not a function"
+                self._fail_load(f"required function {hook.name} {what}")
+        log.debug(f"lua: loaded {self.path} in {time.monotonic() - start:.3f} s")
+
+    def _fail_load(self, detail: str) -> NoReturn:
+        raise LuaError(f"unable to load {self.path}: {detail}")
+
+    # -- calling hooks -------------------------------------------------------------------
+
+    def call(
+        self,
+        hook: api.Hook,
+        args: Sequence[object],
+        *,
+        job_env: Sequence[str],
+        job_id: int,
+    ) -> HookOutcome:
+        """Call `hook` with `args` (str, int, None, or a list of str → Lua array).
+
+        Commands the hook runs get `job_env` (or this process's environment when it is
+        empty). The whole call, commands included, is bounded by the script timeout.
+        """
+        self._call = _Call(hook.name, command_env(job_env), job_id, self._deadline(), True)
+        start = time.monotonic()
+        function = self._lua.globals()[_encode(hook.name)]
+        if _type(function) != "function":
+            # Upstream: a hook the script removed after loading counts as success.
+            return self._outcome(start, True, 0, f"{hook.name} is not defined: nothing to do")
+        ok, value, detail, traceback = self._unpack(self._run(function, *map(self._to_lua, args)))
+        if not ok:
+            return self._outcome(start, False, -1, f"{hook.name} failed: {detail}", traceback)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            message = f"{hook.name} returned {_describe(value)}, not a number: treated as success"
+            log.verbose(f"lua: {message}")
+            return self._outcome(start, True, 0, message)
+        status = int(value) if math.isfinite(value) else -1
+        if status == 0:
+            return self._outcome(start, True, 0, f"{hook.name} succeeded")
+        reason = _reason(self._call.logs)
+        message = f"{self.path}: {hook.name} returned {status}" + (f": {reason}" if reason else "")
+        return self._outcome(start, False, status, message)
+
+    def _outcome(
+        self, start: float, ok: bool, status: int, message: str, traceback: str = ""
+    ) -> HookOutcome:
+        call = self._call
+        return HookOutcome(
+            call.what,
+            ok,
+            status,
+            message,
+            call.commands,
+            call.logs,
+            time.monotonic() - start,
+            traceback,
+        )
+
+    def _unpack(self, result: Any) -> tuple[bool, Any, str, str]:
+        """`xpcall` results → (ok, first return value, error message with position, traceback)."""
+        if result[1]:
+            return True, result[2], "", ""
+        error = result[2]
+        original = error[b"error"]
+        if isinstance(original, BaseException) and not isinstance(original, Exception):
+            raise original  # Ctrl-C or SystemExit inside a callback: not the script's error
+        message = self._full_path(_decode(error[b"message"]))
+        traceback = self._full_path(_decode(error[b"traceback"]))
+        log.debug(f"lua: {self._call.what}: {message}\n{traceback}")
+        return False, None, message, traceback
+
+    def _full_path(self, text: str) -> str:
+        """Lua shortens chunk names past 60 characters to `...<tail>`: put the path back."""
+
+        def restore(match: re.Match[str]) -> str:
+            return self.path if self.path.endswith(match.group(1)) else match.group(0)
+
+        return re.sub(r"\.\.\.([^\s:]+)(?=:)", restore, text)
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.timeout
+
+    def _to_lua(self, value: object) -> Any:
+        if isinstance(value, str):
+            return _encode(value)
+        if isinstance(value, list | tuple):
+            return self._lua.table_from([self._to_lua(item) for item in value])
+        return value
+
+    def _table(self, mapping: Mapping[str, Any]) -> Any:
+        return self._lua.table_from({_encode(key): value for key, value in mapping.items()})
+
+    # -- the slurm.* callbacks -----------------------------------------------------------
+
+    def _slurm_functions(self) -> dict[str, Callable[..., tuple[Any, ...]]]:
+        """Every `slurm.*` function that is not a log function, by name."""
+        return {
+            name: _guarded(function)
+            for name, function in {
+                "set_bundle_path": self._set_bundle_path,
+                "set_root_path": self._set_root_path,
+                "allocator_command": self._allocator_command,
+                "remote_command": self._remote_command,
+                "time_str2mins": _time_str2mins,
+                "from_json": self._from_json,
+                "to_json": self._to_json,
+            }.items()
+        }
+
+    def _set_bundle_path(self, *args: Any) -> tuple[Any, ...]:
+        self.paths.bundle = self._path_argument("set_bundle_path", args)
+        orig = self.paths.orig_bundle
+        return (None if orig is None else _encode(orig),)
+
+    def _set_root_path(self, *args: Any) -> tuple[Any, ...]:
+        self.paths.root_path = self._path_argument("set_root_path", args)
+        return (_encode(self.paths.orig_root_path),)
+
+    def _path_argument(self, name: str, args: Sequence[Any]) -> str:
+        if not self._call.in_hook:
+            raise _Refused(f"slurm.{name} only works inside the stage functions")
+        path = _string_argument(name, args)
+        if not path:
+            raise _Refused(f"slurm.{name}: the path is empty")
+        return path
+
+    def _allocator_command(self, *args: Any) -> tuple[Any, ...]:
+        script = _string_argument("allocator_command", args)
+        return self._command(
+            "allocator",
+            script,
+            lambda timeout: self.runner.allocator(script, self._call.env, timeout),
+        )
+
+    def _remote_command(self, *args: Any) -> tuple[Any, ...]:
+        script = _string_argument("remote_command", args)
+        job_id = self._call.job_id
+        if job_id is None:
+            raise _Refused("slurm.remote_command needs the job: call it from the stage functions")
+        return self._command(
+            "remote",
+            script,
+            lambda timeout: self.runner.remote(script, self._call.env, job_id, timeout),
+        )
+
+    def _command(
+        self, kind: CommandKind, script: str, run: Callable[[float], tuple[int, str]]
+    ) -> tuple[Any, ...]:
+        """Run one command within what is left of the call's time, and record it."""
+        call = self._call
+        remaining = call.deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Refused(self._time_limit_message())
+        start = time.monotonic()
+        try:
+            status, output = run(remaining)
+        except CommandTimeout as exc:
+            call.commands.append(
+                CommandRecord(kind, script, -1, exc.output, time.monotonic() - start, True)
+            )
+            raise _Refused(f"slurm.{kind}_command {exc}: {script}") from None
+        seconds = time.monotonic() - start
+        call.commands.append(CommandRecord(kind, script, status, output, seconds))
+        log.debug(f"lua: {kind}_command exited {status} after {seconds:.2f} s: {script}")
+        return status, _encode(output)
+
+    def _from_json(self, *args: Any) -> tuple[Any, ...]:
+        text = args[0] if args else None
+        if not isinstance(text, bytes):
+            raise _Refused(
+                f"Conversion from application/json failed: expected a string, got {_type(text)}"
+            )
+        try:
+            data = json.loads(_decode(text), parse_constant=_reject_constant)
+            return (self._json_to_lua(data),)
+        except (ValueError, RecursionError) as exc:
+            raise _Refused(f"Conversion from application/json failed: {exc}") from None
+
+    def _json_to_lua(self, data: Any) -> Any:
+        """Python JSON data → Lua values; null vanishes (nil), containers remember their kind
+        so that an empty object is written back as `{}`, not `[]`."""
+        if isinstance(data, dict):
+            table = self._lua.table()
+            for key, item in data.items():
+                if item is not None:
+                    table[_encode(key)] = self._json_to_lua(item)
+            self._marks[table] = b"object"
+            return table
+        if isinstance(data, list):
+            table = self._lua.table()
+            for index, item in enumerate(data, 1):
+                if item is not None:
+                    table[index] = self._json_to_lua(item)
+            self._marks[table] = b"array"
+            return table
+        if isinstance(data, str):
+            return _encode(data)
+        if isinstance(data, int) and not isinstance(data, bool):
+            return _lua_integer(data)
+        return data
+
+    def _to_json(self, *args: Any) -> tuple[Any, ...]:
+        try:
+            data = self._lua_to_json(args[0] if args else None, 0)
+        except _Refused as exc:
+            raise _Refused(f"Conversion to application/json failed: {exc}") from None
+        text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True)
+        return (_encode(text),)
+
+    def _lua_to_json(self, value: Any, depth: int) -> Any:
+        """Lua value → JSON data (spec §5): sequences 1..n become arrays, empty tables `[]`
+        unless they came from a JSON object. Integral floats are written as integers because
+        runc and crun reject `1000.0` where an integer id is expected."""
+        if value is None or isinstance(value, bool | int):
+            return value
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise _Refused(f"{value} has no JSON form")
+            return int(value) if value.is_integer() else value
+        if isinstance(value, bytes):
+            return _decode(value)
+        if lua54.lua_type(value) != "table":
+            raise _Refused(f"a {_type(value)} has no JSON form")
+        if depth >= JSON_MAX_DEPTH:
+            raise _Refused(f"tables nested deeper than {JSON_MAX_DEPTH}")
+        mark = self._marks[value]
+        if mark == b"null":
+            return None
+        items = dict(value.items())
+        if not items:
+            return {} if mark == b"object" else []
+        if all(isinstance(key, int) and not isinstance(key, bool) for key in items) and sorted(
+            items
+        ) == list(range(1, len(items) + 1)):
+            return [self._lua_to_json(items[index], depth + 1) for index in sorted(items)]
+        return {_json_key(key): self._lua_to_json(item, depth + 1) for key, item in items.items()}
+
+    # -- internal callbacks (not in the slurm table) -------------------------------------
+
+    def _log(self, level: int, message: bytes) -> tuple[Any, ...]:
+        text = _decode(message)
+        self._call.logs.append(LogRecord(level, text))
+        log.log(level, f"lua: {text}")
+        return ()
+
+    def _log_at(self, level: Any, message: bytes) -> tuple[Any, ...]:
+        """slurm.log(LEVEL, MSG): 0 info .. 5+ debug4; negative levels are not logged."""
+        number = _number(level) if isinstance(level, bytes) else level
+        if isinstance(number, bool) or not isinstance(number, int | float) or math.isnan(number):
+            raise _Refused(f"bad argument to 'slurm.log' (level expected, got {_type(level)})")
+        if number < 0:
+            return ()
+        return self._log(min(int(number), api.LOG_LEVEL_MAX) + api.LOG_LEVEL_OFFSET, message)
+
+    def _expired(self) -> bytes | None:
+        if time.monotonic() < self._call.deadline:
+            return None
+        return _encode(self._time_limit_message())
+
+    def _time_limit_message(self) -> str:
+        return f"{self._call.what} ran past its time limit of {self.timeout:g} s"
+
+
+def _guarded(function: Callable[..., tuple[Any, ...]]) -> Callable[..., tuple[Any, ...]]:
+    """Turn `_Refused` into the (false, message) answer the Lua wrappers raise from."""
+
+    def guarded(*args: Any) -> tuple[Any, ...]:
+        try:
+            return (True, *function(*args))
+        except _Refused as exc:
+            return False, _encode(str(exc))
+
+    return guarded
+
+
+def _time_str2mins(*args: Any) -> tuple[Any, ...]:
+    value = args[0] if args else None
+    if value is None:
+        return (INVALID,)
+    try:
+        return (time_str2mins(_string_argument("time_str2mins", args)),)
+    except _Refused:
+        return (INVALID,)  # a table or a boolean is no time string either
+
+
+def _string_argument(name: str, args: Sequence[Any]) -> str:
+    """A string argument as Lua's luaL_checkstring sees it: numbers are converted."""
+    value = args[0] if args else None
+    if isinstance(value, bytes):
+        return _decode(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _lua_number_text(value)
+    raise _Refused(f"bad argument #1 to 'slurm.{name}' (string expected, got {_type(value)})")
+
+
+def _refuse_attribute(obj: object, name: object, is_setting: bool) -> object:
+    """lupa's attribute filter: Lua never reads or writes attributes of Python objects."""
+    raise AttributeError("Python attributes are not accessible from scrun.lua")
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _reason(logs: Sequence[LogRecord]) -> str:
+    """Why a hook failed, in the script's words: its last error line, else its last info
+    line (the upstream example logs `mkdir(...) failed` at info level)."""
+    for threshold in (log.ERROR, log.INFO):
+        for record in reversed(logs):
+            if record.level <= threshold:
+                return record.message
+    return ""
+
+
+def _chunk_status(value: Any) -> float:
+    """The numeric conversion upstream applies to the chunk's return value (lua_tonumber)."""
+    if isinstance(value, bytes):
+        return _number(value) or 0
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    return 0
+
+
+def _number(text: bytes) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, bytes):
+        return _decode(key)
+    if isinstance(key, int | float) and not isinstance(key, bool):
+        return _lua_number_text(key)
+    raise _Refused(f"a table key of type {_type(key)} has no JSON form")
+
+
+def _lua_number_text(value: int | float) -> str:
+    """tostring() of a Lua number: `%.14g`, and floats keep a `.0`."""
+    if isinstance(value, int):
+        return str(value)
+    text = f"{value:.14g}"
+    return text + ".0" if text.lstrip("-").isdigit() else text
+
+
+def _lua_integer(value: int) -> int | float:
+    """Lua integers are 64-bit; larger constants (INFINITE64) become floats, as upstream."""
+    return value if value in _INT64 else float(value)
+
+
+def _type(value: Any) -> str:
+    """Lua's type() name of a value that came from Lua."""
+    if value is None:
+        return "nil"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, bytes):
+        return "string"
+    return str(lua54.lua_type(value) or "userdata")
+
+
+def _describe(value: Any) -> str:
+    """A returned value for a message: strings quoted, numbers as Lua prints them."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, bytes):
+        return json.dumps(_decode(value))
+    if isinstance(value, int | float):
+        return _lua_number_text(value)
+    return _type(value)
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")

@@ -1,0 +1,197 @@
+"""Stage-in and stage-out through the site's scrun.lua: what the anchor and scrun-stage call.
+
+This module does not import lupa; `Stager.load` does, so importing the types here is cheap.
+Semantics follow upstream (spec scrun-lua.md). Deliberate differences, each of which makes a
+script easier to write or a failure easier to see, and none of which breaks the man page's
+example:
+  * job_id, user_id and group_id are Lua integers (`%d` works without `math.floor`);
+  * job_env is a 1-based Lua array (upstream starts at 0, so `ipairs` missed the first entry);
+  * every hook, commands included, has a time limit (a runaway loop or a hung command makes
+    the hook fail); a failure's message carries the script's own words (its Lua error, or its
+    last error/info log line);
+  * a command killed by signal N reports 128+N (upstream: 0);
+  * to_json writes an emptied JSON object back as `{}` (upstream: `[]`, which runc rejects)
+    and integral floats as integers (`1000`, not `1000.0`);
+  * slurm.log_user logs at info level (upstream raises: slurm.user_msg is not defined);
+  * os.exit raises a Lua error instead of ending the anchor.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from scrunlib.errors import LuaError
+from scrunlib.lua import api
+from scrunlib.lua.commands import CommandRecord, CommandRunner, RecordingRunner, SubprocessRunner
+
+if TYPE_CHECKING:
+    from scrunlib.lua.runtime import LuaScript
+
+# The runners are re-exported: a stage caller needs nothing else from this package.
+__all__ = [
+    "CommandRecord",
+    "CommandRunner",
+    "LogRecord",
+    "RecordingRunner",
+    "StageContext",
+    "StageResult",
+    "Stager",
+    "SubprocessRunner",
+    "find_script",
+]
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One line the script logged through slurm.log*: Slurm level (2 error .. 8 debug4)."""
+
+    level: int
+    message: str
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What the hooks are told about the container and its job."""
+
+    container_id: str
+    bundle: str  # bundle given to create (or the cwd it defaulted to)
+    spool_dir: str  # <root>/<id>/
+    config_file: str  # <bundle>/config.json, the original
+    job_id: int
+    user_id: int
+    group_id: int
+    job_env: Sequence[str]  # NAME=VALUE; also the environment of the script's commands
+    root_path: str  # original absolute rootfs path (config.json root.path made absolute)
+    orig_bundle: str | None = None  # --bundle as given; None when create defaulted to cwd
+
+
+@dataclass
+class StageResult:
+    """How a hook went. `bundle` / `root_path` are the paths after the hook (set_*_path)."""
+
+    hook: str
+    ok: bool
+    status: int
+    message: str
+    bundle: str
+    root_path: str
+    commands: list[CommandRecord] = field(default_factory=list)
+    logs: list[LogRecord] = field(default_factory=list)
+    seconds: float = 0.0
+    traceback: str = ""
+
+    def raise_for_status(self) -> StageResult:
+        """The anchor's shortcut: a failed hook becomes a LuaError with the script's reason."""
+        if not self.ok:
+            raise LuaError(self.message)
+        return self
+
+
+def find_script(slurm_conf_path: str) -> str:
+    """scrun.lua lives beside the slurm.conf in use (as upstream's get_extra_conf_path)."""
+    return os.path.join(os.path.dirname(slurm_conf_path), api.SCRIPT_NAME)
+
+
+class Stager:
+    """One loaded scrun.lua. Keep it for the container's life: globals set by the script at
+    load time or in stage_in are still there in stage_out, as upstream."""
+
+    def __init__(self, script: LuaScript) -> None:
+        self._script = script
+        self._staged = False
+
+    @classmethod
+    def load(
+        cls,
+        script_path: str,
+        *,
+        runner: CommandRunner,
+        cluster_name: str = "",
+        timeout: float = 300.0,
+    ) -> Stager:
+        """Load and run the script once. Raises LuaError `unable to load <path>: ...`."""
+        from scrunlib.lua.runtime import LuaScript
+
+        return cls(
+            LuaScript(script_path, runner=runner, cluster_name=cluster_name, timeout=timeout)
+        )
+
+    @property
+    def path(self) -> str:
+        return self._script.path
+
+    @property
+    def load_logs(self) -> list[LogRecord]:
+        """What the script's top-level code logged while loading."""
+        return self._script.load_logs
+
+    @property
+    def bundle(self) -> str:
+        """The current bundle: the original until stage_in calls slurm.set_bundle_path."""
+        return self._script.paths.bundle
+
+    @property
+    def root_path(self) -> str:
+        return self._script.paths.root_path
+
+    def stage_in(self, ctx: StageContext) -> StageResult:
+        self._set_paths(ctx, ctx.bundle, ctx.root_path)
+        args = (
+            ctx.container_id,
+            ctx.bundle,
+            ctx.spool_dir,
+            ctx.config_file,
+            ctx.job_id,
+            ctx.user_id,
+            ctx.group_id,
+            list(ctx.job_env),
+        )
+        self._staged = True
+        return self._call(api.STAGE_IN, args, ctx)
+
+    def stage_out(
+        self, ctx: StageContext, *, bundle: str | None = None, root_path: str | None = None
+    ) -> StageResult:
+        """Stage out from the paths stage_in left (or `bundle`/`root_path` when given, e.g.
+        scrun-stage working on a bundle staged earlier by another process)."""
+        paths = self._script.paths
+        if not self._staged:
+            paths.bundle, paths.root_path = ctx.bundle, ctx.root_path
+        self._set_paths(ctx, bundle or paths.bundle, root_path or paths.root_path)
+        args = (
+            ctx.container_id,
+            paths.bundle,
+            ctx.orig_bundle,
+            paths.root_path,
+            ctx.root_path,
+            ctx.spool_dir,
+            ctx.config_file,
+            ctx.job_id,
+            ctx.user_id,
+            ctx.group_id,
+        )
+        return self._call(api.STAGE_OUT, args, ctx)
+
+    def _set_paths(self, ctx: StageContext, bundle: str, root_path: str) -> None:
+        paths = self._script.paths
+        paths.bundle, paths.root_path = bundle, root_path
+        paths.orig_bundle, paths.orig_root_path = ctx.orig_bundle, ctx.root_path
+
+    def _call(self, hook: api.Hook, args: Sequence[object], ctx: StageContext) -> StageResult:
+        outcome = self._script.call(hook, args, job_env=ctx.job_env, job_id=ctx.job_id)
+        paths = self._script.paths
+        return StageResult(
+            hook=hook.name,
+            ok=outcome.ok,
+            status=outcome.status,
+            message=outcome.message,
+            bundle=paths.bundle,
+            root_path=paths.root_path,
+            commands=outcome.commands,
+            logs=outcome.logs,
+            seconds=outcome.seconds,
+            traceback=outcome.traceback,
+        )

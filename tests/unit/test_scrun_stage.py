@@ -1,0 +1,173 @@
+"""scrun-stage's command line, without a cluster: --job-id and allocator-only scripts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scrun_stage.main import main
+from scrunlib import log
+
+ALLOCATOR_ONLY = Path(__file__).resolve().parents[1] / "lua" / "allocator_only.lua"
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """No site file, no SLURM_CONF or job from the caller; logging restored afterwards."""
+    monkeypatch.setenv("SCRUN_SITE_CONFIG", str(tmp_path / "no-site.toml"))
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    yield
+    log.configure(log.LogSettings())
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    path = tmp_path / "bundle"
+    (path / "rootfs").mkdir(parents=True)
+    config = {"ociVersion": "1.0.2", "process": {"args": ["true"]}, "root": {"path": "rootfs"}}
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+@pytest.fixture
+def slurm_conf(tmp_path: Path) -> Path:
+    path = tmp_path / "slurm.conf"
+    path.write_text("ClusterName=unit\n")
+    return path
+
+
+def args(command: str, bundle: Path, slurm_conf: Path, *extra: str) -> list[str]:
+    return [command, "--bundle", str(bundle), "-f", str(slurm_conf), "--id", "stage1",
+            "--root", str(slurm_conf.parent / "root"), *extra]  # fmt: skip
+
+
+def test_help_documents_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert "exit status" in out and "3  scrun.lua could not be loaded" in out
+    for command in ("in", "out", "both"):
+        assert command in out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith("scrun-stage ")
+
+
+@pytest.mark.parametrize("argv", [["--bogus"], ["in", "--bundle", "/b", "--bogus"], []])
+def test_usage_error_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("scrun-stage")
+
+
+def test_dry_stage_in_with_existing_job(
+    capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path
+) -> None:
+    status = main(
+        args("in", bundle, slurm_conf, "--job-id", "123", "--script", str(ALLOCATOR_ONLY))
+    )
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "== slurm_scrun_stage_in: ok (status 0" in out
+    assert "$ echo staging $SCRUN_CONTAINER_ID in job $SLURM_JOB_ID" in out
+    assert "| staging stage1 in job 123" in out
+    assert "info: allocator said: staging stage1 in job 123" in out
+    assert "load log    info: allocator_only loaded" in out
+    assert "config.json diff\n  (unchanged)" in out
+
+
+def test_json_report(capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path) -> None:
+    argv = args("both", bundle, slurm_conf, "--job-id", "7", "--script", str(ALLOCATOR_ONLY),
+                "--format", "json")  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["job_id"] == 7 and report["exit_status"] == 0
+    stage_in, stage_out = report["stages"]
+    assert stage_in["hook"] == "slurm_scrun_stage_in" and stage_in["ok"]
+    assert stage_in["commands"][0]["output"] == "staging stage1 in job 7\n"
+    assert stage_in["bundle"] == stage_in["bundle_before"] == str(bundle)
+    assert stage_out["logs"] == [{"level": "info", "message": f"stage_out {bundle} 7"}]
+
+
+def test_job_id_from_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], bundle: Path,
+    slurm_conf: Path,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("SLURM_JOB_ID", "99")
+    assert main(args("in", bundle, slurm_conf, "--script", str(ALLOCATOR_ONLY))) == 0
+    assert "job         99" in capsys.readouterr().out
+
+
+def test_no_job_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path
+) -> None:
+    assert main(args("in", bundle, slurm_conf, "--script", str(ALLOCATOR_ONLY))) == 2
+    assert "no job" in capsys.readouterr().err
+
+
+def test_out_needs_the_staged_bundle(
+    capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path
+) -> None:
+    argv = args("out", bundle, slurm_conf, "--job-id", "1", "--script", str(ALLOCATOR_ONLY))
+    assert main(argv) == 2
+    assert "--staged-bundle" in capsys.readouterr().err
+
+
+def test_out_with_staged_bundle(
+    capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path, tmp_path: Path
+) -> None:
+    argv = args("out", bundle, slurm_conf, "--job-id", "1", "--script", str(ALLOCATOR_ONLY),
+                "--staged-bundle", str(tmp_path / "staged"), "--staged-root", "/r")  # fmt: skip
+    assert main(argv) == 0
+    assert f"info: stage_out {tmp_path / 'staged'} 1" in capsys.readouterr().out
+
+
+def test_bad_bundle_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], slurm_conf: Path, tmp_path: Path
+) -> None:
+    argv = args("in", tmp_path / "missing", slurm_conf, "--job-id", "1")
+    assert main(argv) == 2
+    assert "missing" in capsys.readouterr().err
+
+
+def test_script_load_error_exits_3(
+    capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.lua"
+    broken.write_text("function (\n")
+    assert main(args("in", bundle, slurm_conf, "--job-id", "1", "--script", str(broken))) == 3
+    err = capsys.readouterr().err
+    assert err.startswith(f"scrun-stage: error: unable to load {broken}: {broken}:1:")
+
+
+def test_default_script_is_beside_slurm_conf(
+    capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path
+) -> None:
+    assert main(args("in", bundle, slurm_conf, "--job-id", "1")) == 3
+    expected = slurm_conf.parent / "scrun.lua"
+    assert f"unable to load {expected}: the file does not exist" in capsys.readouterr().err
+
+
+def test_stage_failure_exits_1(
+    capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path, tmp_path: Path
+) -> None:
+    failing = tmp_path / "failing.lua"
+    failing.write_text(
+        "function slurm_scrun_stage_in() slurm.log_error('no scratch space') return -1 end\n"
+        "function slurm_scrun_stage_out() return 0 end\n"
+    )
+    assert main(args("in", bundle, slurm_conf, "--job-id", "1", "--script", str(failing))) == 1
+    out = capsys.readouterr().out
+    assert "FAILED (status -1" in out and "no scratch space" in out

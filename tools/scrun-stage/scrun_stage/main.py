@@ -1,0 +1,425 @@
+"""scrun-stage: run scrun.lua's stage-in / stage-out by hand and show exactly what happened.
+
+For a site admin writing or debugging scrun.lua: no podman, no container, just the hooks
+against a bundle and a job, then a report (paths chosen, config.json changes, every command
+with its output, every log line, timings). Not a hot path, so argparse and eager imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, NoReturn
+
+import scrunlib
+from scrunlib import bundle as bundles
+from scrunlib import log, siteconfig, spool
+from scrunlib.errors import LuaError, ScrunError, UsageError
+from scrunlib.lua.stage import (
+    LogRecord,
+    StageContext,
+    Stager,
+    StageResult,
+    SubprocessRunner,
+    find_script,
+)
+from scrunlib.slurm import Slurm, cluster_name
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOAD = 0, 1, 2, 3
+
+DESCRIPTION = """\
+Run the site's scrun.lua stage functions for a bundle, outside podman, and report what
+they did: the bundle and rootfs paths they chose, the config.json changes, each command
+with its exit status and output, every log line, and how long each part took.
+
+Commands run for real (rsync, mkdir, srun ...), as the invoking user.
+"""
+
+EPILOG = """\
+job:
+  --job-id N uses an existing job (default: $SLURM_JOB_ID); --allocate gets a new one
+  with `salloc --no-shell` and cancels it afterwards unless --keep-job is given.
+
+exit status:
+  0  the stage function(s) succeeded
+  1  a stage function failed, or Slurm refused the allocation
+  2  usage error (unknown option, bad --bundle, no job)
+  3  scrun.lua could not be loaded (missing, syntax error, missing hook)
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and still exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--bundle", required=True, metavar="DIR", help="the OCI bundle (directory with config.json)"
+    )
+    common.add_argument(
+        "--id", metavar="ID", help="container id passed to the hooks (default: scrun-stage-<pid>)"
+    )
+    job = common.add_mutually_exclusive_group()
+    job.add_argument("--job-id", type=int, metavar="N", help="run against this existing job")
+    job.add_argument("--allocate", action="store_true", help="allocate a new job for the run")
+    common.add_argument(
+        "--keep-job", action="store_true", help="with --allocate: leave the job running afterwards"
+    )
+    common.add_argument(
+        "--salloc-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="with --allocate: extra salloc option (repeatable), e.g. --salloc-arg=--qos=low",
+    )
+    common.add_argument(
+        "--script",
+        metavar="PATH",
+        help="candidate scrun.lua (default: scrun.lua beside slurm.conf)",
+    )
+    common.add_argument(
+        "-f",
+        "--slurm-conf",
+        metavar="PATH",
+        help="slurm.conf (default: $SLURM_CONF, then the site config)",
+    )
+    common.add_argument(
+        "--root", metavar="DIR", help="runtime root; the hooks' spool_dir is <root>/<id>/"
+    )
+    common.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="time limit per hook (default: the site's lua_timeout)",
+    )
+    common.add_argument(
+        "--format", choices=("text", "json"), default="text", help="report format (default: text)"
+    )
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="also log live to stderr (-v info, -vv verbose, -vvv debug ...)",
+    )
+
+    parser = _Parser(
+        prog="scrun-stage",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"scrun-stage {scrunlib.__version__}"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    staged = _Parser(add_help=False)
+    staged.add_argument(
+        "--staged-bundle", metavar="DIR", help="bundle that stage-in produced (required for `out`)"
+    )
+    staged.add_argument(
+        "--staged-root",
+        metavar="DIR",
+        help="rootfs that stage-in produced (default: root.path of the "
+        "staged bundle's config.json)",
+    )
+    for name, parents, text in (
+        ("in", [common], "run slurm_scrun_stage_in"),
+        ("out", [common, staged], "run slurm_scrun_stage_out for a bundle staged earlier"),
+        ("both", [common], "stage in, then stage out, as the anchor does around a container"),
+    ):
+        commands.add_parser(
+            name,
+            parents=parents,
+            help=text,
+            description=text,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    return parser
+
+
+@dataclass
+class StageReport:
+    """One hook's result plus what scrun-stage saw around it."""
+
+    result: StageResult
+    bundle_before: str
+    root_before: str
+    config_diff: str | None = None  # stage-in only
+
+
+@dataclass
+class Report:
+    script: str
+    load_seconds: float
+    load_logs: list[dict[str, Any]]
+    job_id: int
+    stages: list[StageReport] = field(default_factory=list)
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_OK if all(stage.result.ok for stage in self.stages) else EXIT_FAILED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    log.configure(log.LogSettings(stderr=_stderr_level(args.verbose), program="scrun-stage"))
+    try:
+        report = run(args)
+    except LuaError as exc:
+        return _fail(exc.message, EXIT_LOAD)
+    except UsageError as exc:
+        return _fail(exc.message, EXIT_USAGE)
+    except ScrunError as exc:
+        return _fail(exc.message, EXIT_FAILED)
+    sys.stdout.write(render_json(report) if args.format == "json" else render_text(report))
+    return report.exit_status
+
+
+def run(args: argparse.Namespace) -> Report:
+    site = siteconfig.load()
+    slurm_conf = site.slurm_conf_path(args.slurm_conf, os.environ)
+    try:
+        bundle = bundles.load(args.bundle)
+        container_id = spool.validate_id(args.id or f"scrun-stage-{os.getpid()}")
+    except ScrunError as exc:
+        raise UsageError(exc.message) from None
+    staged_bundle, staged_root = _staged_paths(args)
+    job_id = _existing_job(args)
+    script = args.script or find_script(slurm_conf)
+    timeout = args.timeout or site.lua_timeout
+    start = time.monotonic()
+    stager = Stager.load(
+        script,
+        runner=SubprocessRunner(slurm_conf=slurm_conf, timeout=timeout),
+        cluster_name=cluster_name(slurm_conf),
+        timeout=timeout,
+    )
+    load_seconds = time.monotonic() - start
+    slurm = Slurm(site, slurm_conf, os.environ)
+    allocated = job_id is None
+    if job_id is None:
+        job_id = slurm.allocate("scrun-stage", container_id, args.salloc_arg)
+    try:
+        root = args.root or spool.default_root(os.environ)
+        spool_dir = os.path.join(spool.Spool(root, container_id).path, "")
+        ctx = StageContext(
+            container_id=container_id,
+            bundle=bundle.path,
+            spool_dir=spool_dir,
+            config_file=bundle.config_file,
+            job_id=job_id,
+            user_id=os.getuid(),
+            group_id=os.getgid(),
+            job_env=job_environment(bundle, container_id, root, spool_dir, job_id, slurm_conf),
+            root_path=bundle.rootfs,
+            orig_bundle=bundle.path,
+        )
+        logs = [_log_entry(record) for record in stager.load_logs]
+        report = Report(script, load_seconds, logs, job_id)
+        if args.command in ("in", "both"):
+            report.stages.append(_stage_in(stager, ctx))
+        if args.command in ("out", "both"):
+            before_bundle = staged_bundle or stager.bundle
+            before_root = staged_root or stager.root_path
+            result = stager.stage_out(ctx, bundle=staged_bundle, root_path=staged_root)
+            report.stages.append(StageReport(result, before_bundle, before_root))
+        return report
+    finally:
+        if allocated and not args.keep_job:
+            slurm.cancel(job_id)
+
+
+def _stage_in(stager: Stager, ctx: StageContext) -> StageReport:
+    """Stage in and diff config.json: the original against the one in the new bundle (read
+    before the hook runs, since a script may also rewrite it in place)."""
+    original = _read(ctx.config_file)
+    result = stager.stage_in(ctx)
+    staged_file = os.path.join(result.bundle, "config.json")
+    staged = _read(staged_file)
+    if staged is None:
+        diff = f"(no config.json in {result.bundle})\n"
+    else:
+        diff = "".join(
+            difflib.unified_diff(
+                _normalized(original or "").splitlines(keepends=True),
+                _normalized(staged).splitlines(keepends=True),
+                fromfile=ctx.config_file,
+                tofile=staged_file,
+            )
+        )
+    return StageReport(result, ctx.bundle, ctx.root_path, diff)
+
+
+def _staged_paths(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """--staged-bundle/--staged-root for `out`; the rootfs defaults to root.path there."""
+    if args.command != "out":
+        return None, None
+    if not args.staged_bundle:
+        raise UsageError("`out` needs --staged-bundle (the bundle stage-in produced)")
+    if args.staged_root:
+        return args.staged_bundle, args.staged_root
+    try:
+        return args.staged_bundle, bundles.load(args.staged_bundle).rootfs
+    except ScrunError as exc:
+        raise UsageError(f"{exc.message}; give --staged-root") from None
+
+
+def _existing_job(args: argparse.Namespace) -> int | None:
+    """--job-id, else $SLURM_JOB_ID; None means allocate (only when --allocate)."""
+    if args.job_id is not None:
+        return int(args.job_id)
+    if args.allocate:
+        return None
+    from_env = os.environ.get("SLURM_JOB_ID", "")
+    if from_env.isdigit():
+        return int(from_env)
+    raise UsageError("no job: give --job-id N, --allocate, or run inside a job")
+
+
+def job_environment(
+    bundle: bundles.Bundle,
+    container_id: str,
+    root: str,
+    spool_dir: str,
+    job_id: int,
+    slurm_conf: str,
+) -> list[str]:
+    """The job env the hooks and their commands see: like the anchor's, the job's SLURM_*
+    variables and the SCRUN_* output variables, not this shell's whole environment (only
+    PATH, so that commands find what they would find in the login shell)."""
+    env = {"PATH": os.environ.get("PATH", os.defpath)}
+    env.update(
+        SLURM_JOB_ID=str(job_id),
+        SLURM_JOBID=str(job_id),
+        SLURM_CLUSTER_NAME=cluster_name(slurm_conf),
+        SLURM_CONF=slurm_conf,
+        SCRUN_OCI_VERSION=bundle.oci_version,
+        SCRUN_CONTAINER_ID=container_id,
+        SCRUN_PID=str(os.getpid()),
+        SCRUN_BUNDLE=bundle.path,
+        SCRUN_SUBMISSION_BUNDLE=bundle.path,
+        SCRUN_SPOOL_DIR=spool_dir,
+        SCRUN_SUBMISSION_CONFIG_FILE=bundle.config_file,
+        SCRUN_ROOT=root,
+        SCRUN_ROOTFS_PATH=bundle.rootfs,
+        SCRUN_SUBMISSION_ROOTFS_PATH=bundle.rootfs,
+        SCRUN_USER_ID=str(os.getuid()),
+        SCRUN_GROUP_ID=str(os.getgid()),
+    )
+    env.update({f"SCRUN_ANNOTATION_{key}": value for key, value in bundle.annotations.items()})
+    return [f"{name}={value}" for name, value in env.items()]
+
+
+# -- reports -----------------------------------------------------------------------------
+
+
+def render_text(report: Report) -> str:
+    lines = [
+        f"script      {report.script} (loaded in {report.load_seconds:.3f} s)",
+        f"job         {report.job_id}",
+    ]
+    lines += [f"load log    {entry['level']}: {entry['message']}" for entry in report.load_logs]
+    for stage in report.stages:
+        result = stage.result
+        verdict = "ok" if result.ok else "FAILED"
+        lines += [
+            "",
+            f"== {result.hook}: {verdict} (status {result.status}, {result.seconds:.3f} s)",
+            f"message     {result.message}",
+            f"bundle      {_change(stage.bundle_before, result.bundle)}",
+            f"root path   {_change(stage.root_before, result.root_path)}",
+            f"commands    {len(result.commands)}",
+        ]
+        for number, command in enumerate(result.commands, 1):
+            timed_out = ", timed out" if command.timed_out else ""
+            lines.append(
+                f"  [{number}] {command.kind}  exit {command.status}  "
+                f"{command.seconds:.3f} s{timed_out}"
+            )
+            lines += _indented(command.script, "      $ ")
+            lines += _indented(command.output.rstrip("\n"), "      | ")
+        lines.append(f"log         {len(result.logs)} line(s)")
+        lines += [f"  {_level(record.level)}: {record.message}" for record in result.logs]
+        if result.traceback:
+            lines += ["traceback", *_indented(result.traceback, "  ")]
+        if stage.config_diff is not None:
+            lines.append("config.json diff")
+            lines += _indented(stage.config_diff.rstrip("\n") or "(unchanged)", "  ")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(report: Report) -> str:
+    stages = []
+    for stage in report.stages:
+        entry = asdict(stage.result)
+        entry["logs"] = [_log_entry(record) for record in stage.result.logs]
+        entry["bundle_before"] = stage.bundle_before
+        entry["root_path_before"] = stage.root_before
+        entry["config_diff"] = stage.config_diff
+        stages.append(entry)
+    data = {
+        "script": report.script,
+        "load_seconds": report.load_seconds,
+        "load_logs": report.load_logs,
+        "job_id": report.job_id,
+        "stages": stages,
+        "exit_status": report.exit_status,
+    }
+    return json.dumps(data, indent=2) + "\n"
+
+
+def _change(before: str, after: str) -> str:
+    return before if before == after else f"{before} -> {after}"
+
+
+def _indented(text: str, prefix: str) -> list[str]:
+    return [prefix + line for line in text.splitlines()] if text else []
+
+
+def _log_entry(record: LogRecord) -> dict[str, Any]:
+    return {"level": _level(record.level), "message": record.message}
+
+
+def _level(number: int) -> str:
+    return log.LEVEL_NAMES.get(number, str(number))
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as stream:
+            return stream.read()
+    except OSError:
+        return None
+
+
+def _normalized(text: str) -> str:
+    """Compare JSON by content: key order and layout of the original are podman's choice."""
+    try:
+        return json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    except ValueError:
+        return text
+
+
+def _stderr_level(verbose: int) -> int:
+    return min(log.INFO + verbose - 1, log.LEVELS["debug5"]) if verbose else 0
+
+
+def _fail(message: str, status: int) -> int:
+    sys.stderr.write(f"scrun-stage: error: {message}\n")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
