@@ -212,3 +212,87 @@ def no_leftovers(cluster: Cluster) -> Iterator[Callable[..., None]]:
 
     yield check
     check()
+
+
+@dataclass(frozen=True)
+class SiteRuntime:
+    """scrun against a private copy of the cluster's config dir, with its own scrun.lua.
+
+    scrun finds scrun.lua beside slurm.conf, and under podman it finds slurm.conf only
+    through its site config file. So this makes `dir/etc/{slurm.conf,oci.conf,scrun.lua}`,
+    a site config naming that slurm.conf, a `scrun` wrapper that sets SCRUN_SITE_CONFIG, and
+    a containers.conf registering the wrapper as runtime `scrun`: the shared cluster, the
+    test's own staging script, no effect on tests running beside it.
+    """
+
+    dir: Path
+    slurm_conf: str
+    containers_conf: str
+    env: dict[str, str] = field(repr=False)  # for scrun and podman: both use this site
+
+    def podman(
+        self, *args: str, timeout: float = 180.0, **kwargs: Any
+    ) -> subprocess.CompletedProcess[str]:
+        kwargs.setdefault("capture_output", True)
+        return subprocess.run(
+            ["podman", "--runtime", "scrun", *args],
+            env=self.env,
+            text=True,
+            timeout=timeout,
+            check=False,
+            **kwargs,
+        )
+
+    def scrun(
+        self, *args: str, timeout: float = 180.0, **kwargs: Any
+    ) -> subprocess.CompletedProcess[str]:
+        kwargs.setdefault("capture_output", True)
+        return subprocess.run(
+            [str(self.dir / "scrun"), *args],
+            env=self.env,
+            text=True,
+            timeout=timeout,
+            check=False,
+            **kwargs,
+        )
+
+
+@pytest.fixture
+def site_runtime(cluster: Cluster, tmp_path: Path) -> Callable[[str | None], SiteRuntime]:
+    """`site_runtime(lua_text)` → a SiteRuntime whose scrun.lua is `lua_text` (None: none)."""
+
+    def make(lua_text: str | None) -> SiteRuntime:
+        base = tmp_path / "site"
+        etc = base / "etc"
+        etc.mkdir(parents=True)
+        source_etc = Path(cluster.slurm_conf).parent
+        for name in ("slurm.conf", "oci.conf", "cgroup.conf", "plugstack.conf"):
+            if (source_etc / name).exists():
+                (etc / name).write_text((source_etc / name).read_text())
+        if lua_text is not None:
+            (etc / "scrun.lua").write_text(lua_text)
+        site_config = base / "scrun.toml"
+        site_config.write_text(f'slurm_conf = "{etc / "slurm.conf"}"\nbin_dir = "/usr/bin"\n')
+        wrapper = base / "scrun"
+        wrapper.write_text(
+            f"#!/bin/sh\nSCRUN_SITE_CONFIG={shlex.quote(str(site_config))} "
+            f'exec {shlex.quote(str(REPO / ".venv/bin/scrun"))} "$@"\n'
+        )
+        wrapper.chmod(0o755)
+        original = Path(cluster.containers_conf).read_text()
+        runtimes = f'[engine.runtimes]\nscrun = ["{wrapper}"]'
+        containers_conf = base / "containers.conf"
+        containers_conf.write_text(
+            original.replace(original[original.index("[engine.runtimes]") :], runtimes + "\n")
+        )
+        env = {
+            **cluster.env,
+            "CONTAINERS_CONF": str(containers_conf),
+            "SLURM_CONF": str(etc / "slurm.conf"),
+            "SCRUN_SITE_CONFIG": str(site_config),
+        }
+        for path in (tmp_path, base, etc):  # job users must be able to read the configs
+            path.chmod(0o755)
+        return SiteRuntime(base, str(etc / "slurm.conf"), str(containers_conf), env)
+
+    return make
