@@ -242,7 +242,7 @@ def _loguru() -> Any:
         logger.add(_append(s.log_file, render), level=0, filter=admits(s.file), format="{message}")
     if s.extra_file and s.extra_level:
         logger.add(_append(s.extra_file, _text_line), level=0, filter=admits(s.extra_level))
-    if s.syslog:
+    if s.syslog and os.path.exists("/dev/log"):
         import logging.handlers
 
         try:

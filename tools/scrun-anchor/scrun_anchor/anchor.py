@@ -353,16 +353,17 @@ class Anchor:
         elif state.status is Status.RUNNING:
             self._signal_step(signum)
 
-    def _signal_step(self, signum: int | None) -> None:
-        """Signal our step (signum None: cancel it). A new allocation holds only our step,
-        so the job is signalled; in an existing allocation only our named step is."""
+    def _signal_step(self, signum: int) -> None:
+        """Signal our step, found by its name. Not the job: Slurm turns a job-level SIGKILL
+        into a cancel that waits KillWait seconds, longer than podman waits. A new
+        allocation whose step is not visible yet gets the signal at job level instead."""
         state = self.state
         assert state.job_id is not None
-        if not state.existing_job:
-            self.slurm.cancel(state.job_id, signal=signum)
-            return
-        for step_id in self.slurm.step_ids(state.job_id, state.step_name):
+        steps = self.slurm.step_ids(state.job_id, state.step_name)
+        for step_id in steps:
             self.slurm.cancel(state.job_id, signal=signum, step_id=step_id)
+        if not steps and not state.existing_job:
+            self.slurm.cancel(state.job_id, signal=signum)
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> int:
@@ -392,9 +393,9 @@ class Anchor:
         assert self.step is not None
         if self.step.poll() is not None:
             return
-        if self.stop_requested:
+        if self.stop_requested:  # delete, SIGTERM: end it now, as upstream does, with SIGKILL
             try:
-                self._signal_step(None)
+                self._signal_step(signal.SIGKILL)
             except SlurmError as exc:
                 log.error(str(exc))
         for escalation in (None, signal.SIGTERM, signal.SIGKILL):

@@ -1,0 +1,255 @@
+"""podman with `--runtime scrun`, end to end: every container is a real Slurm job on the
+local cluster. Each test checks that nothing is left behind (`no_leftovers`)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from conftest import Cluster, Podman
+
+IMAGE = "localhost/busybox"
+RUNTIME = ("--runtime", "scrun")
+KILL_WITHIN = 3.0  # seconds from SIGKILL to the container's end
+
+
+def scrun_podman(podman: Podman, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """`podman --runtime scrun ARGS`."""
+    return podman(*RUNTIME, *args, **kwargs)
+
+
+def wait_for(
+    what: str, probe: Callable[[], bool], timeout: float, describe: Callable[[], str]
+) -> None:
+    """Poll `probe` until it is true; fail with `describe()` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what} not seen within {timeout:.0f}s: {describe()}")
+        time.sleep(0.2)
+
+
+def job_ids_in_squeue(cluster: Cluster) -> set[str]:
+    done = cluster.run(["squeue", "-h", "-o", "%i"], timeout=30)
+    assert done.returncode == 0, done.stderr
+    return set(done.stdout.split())
+
+
+@pytest.fixture
+def container_name(podman: Podman) -> Iterator[str]:
+    """A unique name; the container is force-removed afterwards if a test left it."""
+    name = f"scrun-test-{uuid.uuid4().hex[:10]}"
+    yield name
+    if podman("container", "exists", name).returncode == 0:
+        scrun_podman(podman, "rm", "-f", "-t", "0", name)
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def test_echo_hello(podman: Podman, no_leftovers: Callable[..., None]) -> None:
+    done = scrun_podman(podman, "run", "--rm", IMAGE, "echo", "hello")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hello\n"
+
+
+def test_container_runs_inside_a_slurm_job(
+    podman: Podman, no_leftovers: Callable[..., None]
+) -> None:
+    done = scrun_podman(podman, "run", "--rm", IMAGE, "sh", "-c", "echo $SLURM_JOB_ID")
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"[0-9]+\n", done.stdout), repr(done.stdout)
+
+
+# ----------------------------------------------------------------------------- exit codes
+
+
+def test_exit_code_is_the_containers(podman: Podman, no_leftovers: Callable[..., None]) -> None:
+    done = scrun_podman(podman, "run", "--rm", IMAGE, "sh", "-c", "exit 3")
+    assert done.returncode == 3, done.stderr
+
+
+def test_killed_by_sigkill_gives_137(
+    podman: Podman, container_name: str, no_leftovers: Callable[..., None]
+) -> None:
+    started = scrun_podman(podman, "run", "-d", "--name", container_name, IMAGE, "sleep", "300")
+    assert started.returncode == 0, started.stderr
+    began = time.monotonic()
+    killed = scrun_podman(podman, "kill", "-s", "KILL", container_name)
+    assert killed.returncode == 0, killed.stderr
+    waited = scrun_podman(podman, "wait", container_name, timeout=60)
+    took = time.monotonic() - began
+    assert (waited.returncode, waited.stdout.strip()) == (0, "137"), waited.stderr
+    removed = scrun_podman(podman, "rm", container_name)
+    assert removed.returncode == 0, removed.stderr
+    # SIGKILL is immediate (crun: a few ms). podman stop gives up ~5 s after its SIGKILL,
+    # so the container must be gone well before that, whatever the site's KillWait.
+    assert took < KILL_WITHIN, f"SIGKILL took {took:.1f}s to end the container"
+
+
+# ----------------------------------------------------------------------------- stdio
+
+
+def test_stdin_reaches_the_container(podman: Podman, no_leftovers: Callable[..., None]) -> None:
+    done = scrun_podman(podman, "run", "-i", "--rm", IMAGE, "cat", input="data\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "data\n"
+
+
+def test_50_mb_through_stdin_and_stdout_intact(
+    cluster: Cluster, tmp_path: Path, no_leftovers: Callable[..., None]
+) -> None:
+    source = tmp_path / "in.bin"
+    sink = tmp_path / "out.bin"
+    with source.open("wb") as stream:
+        for _ in range(50):
+            stream.write(os.urandom(1024 * 1024))
+    with source.open("rb") as stdin, sink.open("wb") as stdout:
+        done = subprocess.run(
+            ["podman", *RUNTIME, "run", "-i", "--rm", IMAGE, "cat"],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env=cluster.env,
+            timeout=180,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert sink.stat().st_size == 50 * 1024 * 1024
+    assert sha256(sink) == sha256(source)
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def test_stderr_stays_separate(podman: Podman, no_leftovers: Callable[..., None]) -> None:
+    done = scrun_podman(podman, "run", "--rm", IMAGE, "sh", "-c", "echo out; echo err >&2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "out\n"
+    assert "err" in done.stderr
+    assert "err" not in done.stdout
+
+
+def test_tty_under_a_pty(cluster: Cluster, no_leftovers: Callable[..., None]) -> None:
+    """`podman run -t` from a terminal: the container's stdin and stdout are a terminal.
+
+    Slurm 22.05 forces process.terminal=false in the container's own config, but
+    `srun --pty` hands the task a pty. busybox `tty` prints "not a tty" even so: the pty is
+    the node's (/dev/pts/N of the host devpts) while the container mounts a new devpts
+    instance, so ttyname() cannot find the name. isatty() is what programs rely on."""
+    inner = "[ -t 0 ] && echo IN-TTY; [ -t 1 ] && echo OUT-TTY; echo T-OK"
+    podman_argv = ["podman", *RUNTIME, "run", "-t", "--rm", IMAGE, "sh", "-c", inner]
+    done = cluster.run(
+        ["script", "-qec", shlex.join(podman_argv), "/dev/null"],
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    lines = done.stdout.replace("\r", "").splitlines()
+    assert "T-OK" in lines, done.stdout
+    assert "IN-TTY" in lines, done.stdout
+    assert "OUT-TTY" in lines, done.stdout
+
+
+# ----------------------------------------------------------------------------- signals
+
+
+def test_signal_reaches_the_trap_and_stop_ends_it(
+    cluster: Cluster,
+    podman: Podman,
+    container_name: str,
+    no_leftovers: Callable[..., None],
+) -> None:
+    script = 'trap "echo got-usr1" USR1; echo "ready $SLURM_JOB_ID"; while true; do sleep 1; done'
+    started = scrun_podman(podman, "run", "-d", "--name", container_name, IMAGE, "sh", "-c", script)
+    assert started.returncode == 0, started.stderr
+
+    logs: list[subprocess.CompletedProcess[str]] = []
+
+    def log_has(text: str) -> Callable[[], bool]:
+        def probe() -> bool:
+            logs.append(scrun_podman(podman, "logs", container_name))
+            return text in logs[-1].stdout
+
+        return probe
+
+    def last_logs() -> str:
+        return f"podman logs: {logs[-1].stdout!r} (stderr {logs[-1].stderr!r})"
+
+    # the trap is set once "ready" is printed: only then may USR1 be sent
+    wait_for("the container's 'ready' line in podman logs", log_has("ready"), 20, last_logs)
+    match = re.search(r"ready ([0-9]+)", logs[-1].stdout)
+    assert match, logs[-1].stdout
+    job_id = match.group(1)
+    assert job_id in job_ids_in_squeue(cluster)
+
+    killed = scrun_podman(podman, "kill", "-s", "USR1", container_name)
+    assert killed.returncode == 0, killed.stderr
+    wait_for("got-usr1 in podman logs", log_has("got-usr1"), 10, last_logs)
+    running = scrun_podman(podman, "inspect", "--format", "{{.State.Status}}", container_name)
+    assert running.stdout.strip() == "running", "USR1 must not end the container"
+
+    # sh is the container's pid 1 and has no TERM handler: stop needs its SIGKILL
+    stopped = scrun_podman(podman, "stop", "-t", "2", container_name, timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    inspected = scrun_podman(
+        podman, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", container_name
+    )
+    assert inspected.stdout.split() == ["exited", "137"], inspected.stderr
+    removed = scrun_podman(podman, "rm", container_name)
+    assert removed.returncode == 0, removed.stderr
+    wait_for(
+        f"job {job_id} gone from squeue",
+        lambda: job_id not in job_ids_in_squeue(cluster),
+        15,
+        lambda: "still listed",
+    )
+
+
+# ----------------------------------------------------------------------------- concurrency
+
+
+def test_eight_containers_at_once(podman: Podman, no_leftovers: Callable[..., None]) -> None:
+    def one(index: int) -> subprocess.CompletedProcess[str]:
+        return scrun_podman(
+            podman, "run", "--rm", "-e", f"I={index}", IMAGE, "sh", "-c", "echo n$I", timeout=180
+        )
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(one, range(8)))
+    for index, done in enumerate(results):
+        assert (done.returncode, done.stdout) == (0, f"n{index}\n"), done.stderr
+
+
+# ----------------------------------------------------------------------------- create errors
+
+
+def test_bad_scrun_variable_fails_create(podman: Podman, no_leftovers: Callable[..., None]) -> None:
+    done = scrun_podman(podman, "run", "--rm", "-e", "SCRUN_TIMELIMIT=soon", IMAGE, "true")
+    assert done.returncode == 126, (done.stdout, done.stderr)
+    assert "SCRUN_TIMELIMIT" in done.stderr
+    no_leftovers()
+
+
+def test_refused_allocation_fails_create(podman: Podman, no_leftovers: Callable[..., None]) -> None:
+    done = scrun_podman(podman, "run", "--rm", "-e", "SCRUN_PARTITION=nope", IMAGE, "true")
+    assert done.returncode == 126, (done.stdout, done.stderr)
+    assert "allocation refused" in done.stderr.lower(), done.stderr
+    no_leftovers()

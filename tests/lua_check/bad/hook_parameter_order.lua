@@ -1,0 +1,11 @@
+-- hook_parameter_order: see hook_parameter_order.expect
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
+	return slurm.SUCCESS
+end
+
+function slurm_scrun_stage_out(id, bundle, root_path, orig_bundle, orig_root_path, spool_dir,
+		config_file, job_id, user_id, group_id)
+	return slurm.SUCCESS
+end
+
+return slurm.SUCCESS

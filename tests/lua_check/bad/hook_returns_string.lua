@@ -1,0 +1,11 @@
+-- hook_returns_string: see hook_returns_string.expect
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
+	return "ok"
+end
+
+function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
+		config_file, job_id, user_id, group_id)
+	return slurm.SUCCESS
+end
+
+return slurm.SUCCESS

@@ -1,0 +1,12 @@
+-- log_argument_order: see log_argument_order.expect
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
+	slurm.log("staging " .. id, 1)
+	return slurm.SUCCESS
+end
+
+function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
+		config_file, job_id, user_id, group_id)
+	return slurm.SUCCESS
+end
+
+return slurm.SUCCESS

@@ -1,0 +1,17 @@
+-- shadowed_upvalue: see shadowed_upvalue.expect
+local scratch = "/scratch"
+local function target(id)
+	local scratch = "/tmp"
+	return scratch .. "/" .. id
+end
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
+	slurm.log_info("%s %s", scratch, target(id))
+	return slurm.SUCCESS
+end
+
+function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
+		config_file, job_id, user_id, group_id)
+	return slurm.SUCCESS
+end
+
+return slurm.SUCCESS

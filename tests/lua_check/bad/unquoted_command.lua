@@ -1,0 +1,12 @@
+-- unquoted_command: see unquoted_command.expect
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
+	local status = slurm.allocator_command("mkdir -p " .. spool_dir .. "/rootfs")
+	return status
+end
+
+function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
+		config_file, job_id, user_id, group_id)
+	return slurm.SUCCESS
+end
+
+return slurm.SUCCESS

@@ -1,0 +1,14 @@
+-- unused_loop_variable: see unused_loop_variable.expect
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
+	for index, entry in pairs(job_env) do
+		slurm.log_debug("%s", entry)
+	end
+	return slurm.SUCCESS
+end
+
+function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
+		config_file, job_id, user_id, group_id)
+	return slurm.SUCCESS
+end
+
+return slurm.SUCCESS

@@ -1,0 +1,609 @@
+"""scrun-lua-check: lexer, parser, scopes, every check (corpus), CLI, dry run.
+
+The corpus under tests/lua_check/ is the specification of the checks: `bad/<name>.lua` holds
+one mistake and `bad/<name>.expect` the exact diagnostics (`line:CODE`, one per line);
+`clean/*.lua` must produce none, except where a `.expect` lists the warnings it may get (the
+man page's example, which splices paths unquoted into rsync commands).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from scrun_lua_check import nodes as n
+from scrun_lua_check.codes import CODES
+from scrun_lua_check.config import load_settings
+from scrun_lua_check.dryrun import DryRunOptions, dry_run, render_dry_run
+from scrun_lua_check.jsondiff import diff
+from scrun_lua_check.lexer import Kind, LuaSyntaxError, tokenize
+from scrun_lua_check.lint import lint
+from scrun_lua_check.luaenv import lua_env
+from scrun_lua_check.main import main
+from scrun_lua_check.parser import parse
+from scrun_lua_check.scope import VarKind, resolve
+from scrunlib.errors import UsageError
+
+CORPUS = Path(__file__).resolve().parent.parent / "lua_check"
+BAD = sorted((CORPUS / "bad").glob("*.lua"))
+CLEAN = sorted((CORPUS / "clean").glob("*.lua"))
+SEED = CORPUS / "clean" / "seed_scrun.lua"
+
+
+def codes_of(source: str) -> list[str]:
+    return [d.code for d in lint("test.lua", source.encode())]
+
+
+def expected(script: Path) -> Counter[str]:
+    return Counter(script.with_suffix(".expect").read_text().split())
+
+
+def found(script: Path) -> Counter[str]:
+    return Counter(f"{d.line}:{d.code}" for d in lint(str(script), script.read_bytes()))
+
+
+HOOKS = """
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
+    job_env)
+  {body}
+  return slurm.SUCCESS
+end
+function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
+    config_file, job_id, user_id, group_id)
+  return slurm.SUCCESS
+end
+return slurm.SUCCESS
+"""
+
+
+def in_hook(body: str) -> list[str]:
+    """Codes for a complete, otherwise clean script with `body` at the start of stage_in."""
+    return codes_of(HOOKS.format(body=body))
+
+
+# ---- corpus --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("script", BAD, ids=lambda p: p.stem)
+def test_bad_script_gets_exactly_its_diagnostics(script: Path) -> None:
+    assert expected(script), f"{script.name}: empty .expect"
+    assert found(script) == expected(script)
+
+
+@pytest.mark.parametrize("script", CLEAN, ids=lambda p: p.stem)
+def test_clean_script(script: Path) -> None:
+    diagnostics = lint(str(script), script.read_bytes())
+    assert [d for d in diagnostics if d.severity == "error"] == []
+    allowed = expected(script) if script.with_suffix(".expect").exists() else Counter()
+    assert found(script) == allowed
+
+
+def test_corpus_covers_every_code() -> None:
+    covered = {entry.split(":")[1] for script in BAD for entry in expected(script)}
+    assert set(CODES) - covered == {"E002"}  # the checker's own limitation: see below
+
+
+def test_seed_gets_only_the_listed_warnings() -> None:
+    diagnostics = lint(str(SEED), SEED.read_bytes())
+    assert {d.severity for d in diagnostics} == {"warning"}
+    splices = [d for d in diagnostics if d.code == "W803"]
+    assert [d.line for d in splices] == [34, 41, 137, 185, 192]
+    assert "'src_rootfs', 'dst_rootfs'" in splices[1].message
+    # `id -un %d` with a number is not a splice
+    assert not any(d.line == 20 for d in diagnostics)
+
+
+def test_seed_is_copied_verbatim_from_the_man_page() -> None:
+    text = SEED.read_text()
+    assert text.startswith("local open = io.open\n")
+    assert text.endswith('slurm.log_info("initialized scrun.lua")\nreturn slurm.SUCCESS\n')
+
+
+# ---- lexer ---------------------------------------------------------------------------------
+
+
+def test_tokens_have_positions_and_values() -> None:
+    tokens, comments = tokenize('local x = 0x10 -- note\n  y = "a\\tb\\65\\u{48}\\z\n   c"')
+    assert [(t.kind, t.line, t.col) for t in tokens[:4]] == [
+        (Kind.KEYWORD, 1, 1),
+        (Kind.NAME, 1, 7),
+        (Kind.SYMBOL, 1, 9),
+        (Kind.NUMBER, 1, 11),
+    ]
+    assert tokens[3].value == 16
+    assert tokens[4].text == "y" and (tokens[4].line, tokens[4].col) == (2, 3)
+    assert tokens[6].value == "a\tbAHc"
+    assert comments[0].text == " note" and comments[0].line == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("3", 3), ("3.0", 3.0), ("1e2", 100.0), (".5", 0.5), ("0xff", 255), ("0x1p4", 16.0),
+     ("0xffffffffffffffff", -1)],
+)  # fmt: skip
+def test_numbers(text: str, value: float) -> None:
+    assert tokenize(text)[0][0].value == value
+
+
+def test_long_strings_and_comments() -> None:
+    tokens, comments = tokenize("--[==[ x ]] ]==] s = [[\nfirst\nsecond]]")
+    assert comments[0].text == " x ]] "
+    assert tokens[2].value == "first\nsecond" and tokens[2].line == 1
+
+
+def test_shebang_line_is_skipped() -> None:
+    tokens, _ = tokenize("#!/usr/bin/lua\nreturn 0")
+    assert (tokens[0].text, tokens[0].line) == ("return", 2)
+
+
+@pytest.mark.parametrize(
+    ("source", "message", "col"),
+    [
+        ('x = "abc', "unfinished string near <eof>", 9),
+        ("x = 3x", "malformed number near '3x'", 5),
+        ('x = "\\q"', "invalid escape sequence near '\"\\q'", 6),
+        ("x = [[abc", "unfinished long string (starting at line 1) near <eof>", 10),
+        ("x = @", "unexpected symbol near '@'", 5),
+    ],
+)
+def test_lexical_errors(source: str, message: str, col: int) -> None:
+    with pytest.raises(LuaSyntaxError) as error:
+        tokenize(source)
+    assert (error.value.message, error.value.col) == (message, col)
+
+
+# ---- parser --------------------------------------------------------------------------------
+
+
+def expression(source: str) -> n.Node:
+    chunk, _ = parse(f"return {source}")
+    statement = chunk.body.body[0]
+    assert isinstance(statement, n.Return)
+    return statement.values[0]
+
+
+def shape(node: n.Node) -> object:
+    """A compact nested form of an expression, to compare trees."""
+    if isinstance(node, n.BinOp):
+        return (node.op, shape(node.left), shape(node.right))
+    if isinstance(node, n.UnOp):
+        return (node.op, shape(node.operand))
+    if isinstance(node, n.Number):
+        return node.value
+    if isinstance(node, n.Name):
+        return node.name
+    return type(node).__name__
+
+
+@pytest.mark.parametrize(
+    ("source", "tree"),
+    [
+        ("1 + 2 * 3", ("+", 1, ("*", 2, 3))),
+        ("2 ^ 3 ^ 2", ("^", 2, ("^", 3, 2))),
+        ("-2 ^ 2", ("-", ("^", 2, 2))),
+        ("a .. b .. c", ("..", "a", ("..", "b", "c"))),
+        ("a or b and c", ("or", "a", ("and", "b", "c"))),
+        ("not a == b", ("==", ("not", "a"), "b")),
+        ("1 | 2 ~ 3 & 4 << 5", ("|", 1, ("~", 2, ("&", 3, ("<<", 4, 5))))),
+        ("a // b % c", ("%", ("//", "a", "b"), "c")),
+        ("1 < 2 .. 3", ("<", 1, ("..", 2, 3))),
+    ],
+)
+def test_operator_precedence(source: str, tree: object) -> None:
+    assert shape(expression(source)) == tree
+
+
+def test_statements_and_positions() -> None:
+    chunk, _ = parse(
+        "local a <const>, b = 1\nfunction t.x.y:m(p, ...) return self end\n"
+        "for i = 1, 10, 2 do end\nfor k, v in pairs(t) do goto done end\n::done::\n"
+        "repeat local z = 1 until z\nt[1], t.b = f{1, x = 2; [3] = 4}, g'str'\n"
+    )
+    local, func, numeric, generic, label, repeat, assign = chunk.body.body
+    assert isinstance(local, n.Local) and local.names[0].attrib == "const"
+    assert isinstance(func, n.FunctionStat) and func.is_method and func.func.name == "t.x.y:m"
+    assert [p.name for p in func.func.params] == ["self", "p"] and func.func.is_vararg
+    assert isinstance(numeric, n.NumericFor) and numeric.step is not None
+    assert isinstance(generic, n.GenericFor) and [x.name for x in generic.names] == ["k", "v"]
+    assert isinstance(label, n.Label) and isinstance(repeat, n.Repeat)
+    assert isinstance(assign, n.Assign) and len(assign.targets) == 2
+    call = assign.values[0]
+    assert isinstance(call, n.Call) and isinstance(call.args[0], n.Table)
+    assert [e.key is None for e in call.args[0].entries] == [True, False, False]
+    assert (call.line, call.col) == (7, 13)  # a call starts where its function expression does
+
+
+def test_nodes_are_linked_to_parent_and_function() -> None:
+    chunk, _ = parse("function f() return g() end")
+    statement = chunk.body.body[0]
+    assert isinstance(statement, n.FunctionStat)
+    ret = statement.func.body.body[0]
+    assert isinstance(ret, n.Return)
+    assert ret.function is statement.func and ret.values[0].parent is ret
+    assert statement.function is None
+
+
+@pytest.mark.parametrize(
+    ("source", "message", "line", "col"),
+    [
+        ("x = = 1", "unexpected symbol near '='", 1, 5),
+        ("function f()\n  return 1",
+         "'end' expected (to close 'function' at line 1) near <eof>", 2, 11),
+        ("if x then", "'end' expected near <eof>", 1, 10),
+        ("f() = 1", "syntax error near '='", 1, 5),
+        ("x", "syntax error near <eof>", 1, 2),
+        ("local x <fancy> = 1", "unknown attribute 'fancy'", 1, 10),
+        ("return 1 x = 2", "'<eof>' expected near 'x'", 1, 10),
+        ("break", "break outside a loop at line 1", 1, 1),
+        ("for i do end", "'=' or 'in' expected near 'do'", 1, 7),
+    ],
+)  # fmt: skip
+def test_syntax_errors(source: str, message: str, line: int, col: int) -> None:
+    with pytest.raises(LuaSyntaxError) as error:
+        parse(source)
+    assert (error.value.message, error.value.line, error.value.col) == (message, line, col)
+
+
+SNIPPETS = [
+    "a.b.c = 1", "local function f(...) return ... end", "x = #t + -y ^ 2", "f{}", "f''",
+    "a:b'c':d{}", "return", "return;", ";;", "do end", "while x do break end",
+    "x = function() end", "goto l ::l::", "x = a[b][c](d)(e)", "local t = {f = function() end,}",
+    "x = 1 // 2 >> 3", "x = ~y", "return (f())", "x = a.b:c(d).e",
+    "x =", "local 1 = 2", "f() g()", "x = }", "return return", "a.b:c = 1", "x = (1)()", "(f)()",
+    "for a, b = 1, 2 do end", "local function a.b() end", "x = {[1] 2}", "if x then else else end",
+    "function f(a, ...) end", "function f(..., a) end", "x = ... ", "repeat until x",
+    "local x <close> = nil", "x = 0x", "x = 1..2", "function f() return ... end",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("source", SNIPPETS)
+def test_parser_agrees_with_lua_on_what_compiles(source: str) -> None:
+    lua_accepts = lua_env().compile_error(source.encode()) is None
+    try:
+        parse(source)
+        parsed = True
+    except LuaSyntaxError:
+        parsed = False
+    assert parsed == lua_accepts
+
+
+# ---- scopes --------------------------------------------------------------------------------
+
+
+def test_scope_resolution_rules() -> None:
+    chunk, _ = parse(
+        "local x = 1\nlocal x = x\n"
+        "local function f() return f end\n"
+        "repeat local done = true until done\n"
+        "function t:m() return self end\n"
+        "y = x\n"
+    )
+    info = resolve(chunk)
+    first, second = (v for v in info.variables if v.name == "x")
+    assert first.reads and second.reads  # `local x = x` read the first one
+    f = next(v for v in info.variables if v.name == "f")
+    assert f.kind is VarKind.FUNCTION and f.reads  # visible in its own body
+    done = next(v for v in info.variables if v.name == "done")
+    assert done.reads  # `until` sees the body's locals
+    assert next(v for v in info.variables if v.name == "self").kind is VarKind.SELF
+    assert [a.write for a in info.globals["y"]] == [True]
+    assert "t" in info.globals
+    assert info.shadowings[0].same_scope
+
+
+# ---- individual checks beyond the corpus ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "codes"),
+    [
+        ("local s = slurm.allocator_command('x')\n  if s ~= 0 then return s end", []),
+        ("local _, out = slurm.allocator_command('x')\n  slurm.log_info(out)", []),
+        ("local s\n  for _ = 1, 2 do\n    if s then break end\n"
+         "    s = slurm.remote_command('x')\n  end", []),
+        ("local q = '\\'' .. bundle .. '\\''\n  os.execute('ls ' .. q)", ["W803"]),
+        ("os.execute(\"ls '\" .. bundle .. \"'\")", []),
+        ("os.execute(string.format('ls %q', bundle))", ["W803"]),
+        ("os.execute(string.format(\"ls '%s' %d\", bundle, job_id))", []),
+        ("local cmd = 'rm -rf ' .. bundle\n  os.execute(cmd)", ["W803"]),
+        ("local opts = '-a'\n  os.execute('rsync ' .. opts)", []),
+        ("io.popen('ls ' .. shell_escape(bundle))", ["W113"]),
+        ("slurm.log_info('%s', job_id)\n  slurm.log_debug4('x', 1, 2, 3)", []),
+        ("slurm.log_info(table.unpack({}))", []),
+        ("slurm.set_bundle_path()", ["E703"]),
+        ("slurm:log_info('x')", ["E701"]),
+        ("slurm.SUCCESS()", ["E701"]),
+        ("slurm.log_info(slurm.CLUSTER_NAME .. slurm.NO_VAL)", []),
+        ("local json = require('cjson')\n  json.encode({})", []),
+        ("local lpeg = require(name_from_somewhere)", ["W113", "W211"]),
+        ("print('x') -- scrun-lua-check: ignore W904", []),
+        ("print('x') -- scrun-lua-check: ignore", []),
+        ("print('x') -- scrun-lua-check: ignore W1", ["W904"]),
+    ],
+)  # fmt: skip
+def test_check_details(body: str, codes: list[str]) -> None:
+    assert sorted(in_hook(body)) == sorted(codes)
+
+
+def test_hooks_defined_through_g_or_as_locals() -> None:
+    script = HOOKS.replace("function slurm_scrun_stage_in(", "_G.slurm_scrun_stage_in = function(")
+    assert codes_of(script.format(body="")) == []
+    script = HOOKS.replace(
+        "function slurm_scrun_stage_in(", "local slurm_scrun_stage_in = function("
+    )
+    assert codes_of(script.format(body="")) == ["E502"]
+
+
+def test_hook_return_paths() -> None:
+    script = HOOKS.replace(
+        "  return slurm.SUCCESS\nend\nfunction slurm_scrun_stage_out",
+        "end\nfunction slurm_scrun_stage_out",
+        1,
+    )
+    for body, codes in [
+        ("if x then return 1 else error('no') end", []),
+        ("while true do return 0 end", []),
+        ("while true do if y then break end end", ["W601"]),
+        ("do return 0 end", []),
+        ("repeat return 0 until false", []),
+        ("for _ = 1, 2 do return 0 end", ["W601"]),
+        ("return", ["W602"]),
+        ("return nil", ["W602"]),
+        ("return true", ["W602"]),
+        ("return rc", []),
+    ]:
+        found_codes = [c for c in codes_of(script.format(body=body)) if c != "W113"]
+        assert found_codes == codes, body
+
+
+def test_e001_column_and_message_when_only_lua_rejects() -> None:
+    diagnostics = lint("t.lua", b"local x <const> = 1\nx = 2\n")
+    assert [(d.line, d.code) for d in diagnostics] == [(2, "E001")]
+    assert "attempt to assign to const variable 'x'" in diagnostics[0].message
+
+
+def test_e002_when_the_parser_fails_on_valid_lua(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(source: str) -> None:
+        raise LuaSyntaxError("pretend limitation near 'x'", 1, 3)
+
+    monkeypatch.setattr("scrun_lua_check.lint.parse", refuse)
+    [diagnostic] = lint("t.lua", b"return 0")
+    assert (diagnostic.code, diagnostic.col) == ("E002", 3)
+
+
+# ---- command line --------------------------------------------------------------------------
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty current directory (no pyproject.toml), and no site configuration."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SCRUN_SITE_CONFIG", str(tmp_path / "none.toml"))
+    return tmp_path
+
+
+def test_exit_codes(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clean, warn, error = CORPUS / "clean/minimal.lua", SEED, CORPUS / "bad/os_exit.lua"
+    assert run_cli([str(clean)], capsys) == (0, "", "")
+    status, out, _ = run_cli([str(warn)], capsys)
+    assert status == 1 and out.splitlines()[-1] == "0 errors, 10 warnings"
+    assert out.splitlines()[0].startswith(f"{warn}:23:13: W802 ")
+    assert run_cli([str(error)], capsys)[0] == 2
+    assert run_cli(["--strict", str(warn)], capsys)[0] == 2
+    assert run_cli(["--ignore", "W8,W111", "--ignore", "w213", str(warn)], capsys)[0] == 0
+
+
+def test_json_output(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run_cli(["--format", "json", str(SEED)], capsys)
+    document = json.loads(out)
+    assert status == 1 and document["errors"] == 0 and document["warnings"] == 10
+    first = document["diagnostics"][0]
+    assert first == {"path": str(SEED), "line": 23, "col": 13, "code": "W802",
+                     "message": first["message"], "severity": "warning"}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["pyproject.toml", "scrun-lua-check.toml"])
+def test_config_file(workdir: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    (workdir / name).write_text('[tool.scrun-lua-check]\nignore = ["W8", "W111"]\nstrict = true\n')
+    assert run_cli([str(SEED)], capsys)[0] == 2  # W213 left, and strict
+    (workdir / name).write_text('[tool.scrun-lua-check]\nignore = ["W8", "W111", "W213"]\n')
+    assert run_cli([str(SEED)], capsys)[0] == 0
+
+
+def test_explicit_config_and_its_errors(workdir: Path) -> None:
+    config = workdir / "ci.toml"
+    config.write_text('[tool.scrun-lua-check]\nignore = ["W2"]\n')
+    assert load_settings(str(config)).ignore == frozenset({"W2"})
+    for text, needle in [
+        ('[tool.scrun-lua-check]\nignroe = ["W2"]\n', "unknown key 'ignroe'"),
+        ('[tool.scrun-lua-check]\nignore = ["Z9"]\n', "unknown code 'Z9'"),
+        ("[tool.scrun-lua-check]\nstrict = 1\n", "strict must be true or false"),
+        ("[tool.scrun-lua-check\n", "invalid TOML"),
+    ]:
+        config.write_text(text)
+        with pytest.raises(UsageError, match=needle):
+            load_settings(str(config))
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--bogus", "x.lua"], "unrecognized arguments: --bogus"),
+        (["missing.lua"], "cannot read missing.lua: No such file or directory"),
+        (["--ignore", "X1", "x.lua"], "--ignore: unknown code 'X1'"),
+        (["--bundle", ".", "x.lua"], "--bundle and --execute need --dry-run"),
+        (["--dry-run", "x.lua"], "--dry-run needs --bundle DIR and exactly one FILE"),
+        (["--format", "xml", "x.lua"], "argument --format: invalid choice"),
+        (["--dry-run", "--bundle", ".", "--id", "../x", str(SEED)], "invalid container id"),
+        (["--dry-run", "--bundle", ".", str(SEED)], "--bundle: cannot read ./config.json"),
+    ],
+)
+def test_usage_errors_are_one_line(
+    workdir: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    status, out, err = run_cli(argv, capsys)
+    assert status == 2 and out == ""
+    assert err.startswith("scrun-lua-check: error: ") and err.count("\n") == 1 and needle in err
+
+
+def test_default_file_is_beside_slurm_conf(
+    workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(CORPUS / "clean/minimal.lua", workdir / "scrun.lua")
+    monkeypatch.setenv("SLURM_CONF", str(workdir / "slurm.conf"))
+    assert run_cli([], capsys) == (0, "", "")
+
+
+def test_help_version_and_codes(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run_cli(["--help"], capsys)
+    assert status == 0 and "--dry-run" in out and "exit status: 0 clean" in out
+    status, out, _ = run_cli(["--version"], capsys)
+    assert status == 0 and out.startswith("scrun-lua-check ") and "Lua 5.4" in out
+    status, out, _ = run_cli(["--list-codes"], capsys)
+    assert status == 0 and len(out.splitlines()) == len(CODES)
+
+
+def test_docs_describe_every_code() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "scrun-lua-check.md").read_text()
+    assert [code for code in CODES if f"| {code} |" not in docs] == []
+
+
+# ---- dry run -------------------------------------------------------------------------------
+
+PODMAN_CONFIG = {
+    "ociVersion": "1.0.2-dev",
+    "process": {"user": {"uid": 0, "gid": 0, "additionalGids": [10]}, "args": ["sh"],
+                "env": ["PATH=/usr/bin:/bin"], "cwd": "/"},
+    "root": {"path": "rootfs"},
+    "mounts": [
+        {"destination": "/proc", "type": "proc", "source": "proc"},
+        {"destination": "/etc/hosts", "type": "bind", "source": "/tmp/h", "options": ["bind"]},
+    ],
+    "linux": {"namespaces": [{"type": "pid"}], "cgroupsPath": "user.slice:libpod:x"},
+}  # fmt: skip
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    directory = tmp_path / "bundle"
+    (directory / "rootfs").mkdir(parents=True)
+    (directory / "config.json").write_text(json.dumps(PODMAN_CONFIG))
+    return directory
+
+
+def test_dry_run_of_the_seed_shows_commands_and_config_changes(bundle: Path) -> None:
+    report = dry_run(str(SEED), DryRunOptions(str(bundle), "ctr1", 42))
+    load, stage_in, stage_out = report.phases
+    assert not report.failed and [p.name for p in report.phases] == [
+        "load", "slurm_scrun_stage_in", "slurm_scrun_stage_out"]  # fmt: skip
+    assert load.logs[0].message == "initialized scrun.lua"
+    scripts = [c.script for c in stage_in.commands]
+    staged = f"/run/user/{os.getuid()}/slurm/scrun//ctr1/"
+    assert scripts[1] == f"mkdir -p {staged}rootfs/"
+    assert scripts[2].endswith(f"-a -- {bundle}/rootfs/ {staged}rootfs//")
+    assert scripts[3].endswith(f"-a -- /tmp/h {staged}rootfs//etc/hosts")
+    assert (stage_in.bundle, stage_in.root_path) == (staged, staged + "rootfs/")
+    [written] = stage_in.writes
+    assert written.path == f"/run/user/{os.getuid()}/slurm/scrun/ctr1/config.json"
+    changes = {c.path: c for c in written.changes or []}
+    assert changes["root.path"].new == staged + "rootfs/"
+    assert changes["ociVersion"].new == "1.0.0"
+    assert changes["linux.cgroupsPath"].op == "-" and changes["mounts[1]"].op == "-"
+    assert changes["process.env[1]"].new == "SLURM_JOB_ID=42"
+    assert [c.script.split()[1] for c in stage_out.commands] == ["rsync", "--preserve-root=all"]
+    # nothing real was touched: not the staging directory, not the bundle's config
+    assert not os.path.exists(written.path)
+    assert json.loads((bundle / "config.json").read_text()) == PODMAN_CONFIG
+    text = render_dry_run(report)
+    assert '~ root.path: "rootfs" -> ' in text and "allocator_command (recorded" in text
+
+
+def test_dry_run_cli_exit_status_and_json(
+    bundle: Path, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--dry-run", "--bundle", str(bundle), "--format", "json", str(SEED)]
+    status, out, err = run_cli(argv, capsys)
+    document = json.loads(out)
+    assert status == 1 and err == ""  # the seed's warnings; the hooks succeed
+    assert document["dry_run"]["failed"] is False
+    phases = document["dry_run"]["phases"]
+    assert phases[1]["writes"][0]["config_changes"]
+
+
+def test_dry_run_reports_a_script_that_does_not_load(
+    bundle: Path, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = CORPUS / "bad/missing_hook.lua"
+    status, out, _ = run_cli(["--dry-run", "--bundle", str(bundle), str(script)], capsys)
+    assert status == 2
+    assert "load: FAILED" in out and "slurm_scrun_stage_out is not defined" in out
+
+
+def test_dry_run_sandbox_records_instead_of_touching(bundle: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    script = tmp_path / "scrun.lua"
+    script.write_text(
+        HOOKS.format(
+            body=f"""
+  os.execute("touch {marker}")
+  local f = assert(io.open(config_file, "w"))
+  f:write('{{"ociVersion": "9"}}')
+  f:close()
+  local again = io.open(config_file):read("a")
+  slurm.log_info("%s", again)
+  os.remove(config_file)
+"""
+        )
+    )
+    report = dry_run(str(script), DryRunOptions(str(bundle)))
+    stage_in = report.phases[1]
+    assert not marker.exists() and (bundle / "config.json").exists()
+    assert [e.kind for e in stage_in.effects] == ["os.execute", "os.remove"]
+    assert stage_in.logs[0].message == '{"ociVersion": "9"}'  # reads see the sandboxed write
+    [written] = stage_in.writes
+    assert written.path == str(bundle / "config.json")
+    assert {c.path for c in written.changes or []} >= {"ociVersion", "root", "process"}
+
+
+def test_dry_run_execute_runs_commands(bundle: Path, tmp_path: Path) -> None:
+    target = tmp_path / "ran"
+    script = tmp_path / "scrun.lua"
+    script.write_text(
+        HOOKS.format(
+            body=f"""
+  local status, output = slurm.allocator_command("echo hello; touch {target}")
+  if status ~= 0 then return status end
+  slurm.log_info("%s", output)
+"""
+        )
+    )
+    report = dry_run(str(script), DryRunOptions(str(bundle), execute=True))
+    assert target.exists()
+    assert report.phases[1].commands[0].output == "hello\n"
+
+
+# ---- JSON diff -----------------------------------------------------------------------------
+
+
+def test_json_diff() -> None:
+    old = {"a": 1, "env": ["A=1", "B=2"], "m": [{"o": ["x", "y"]}, {"k": 1}], "gone": True}
+    new = {"a": 1.0, "env": ["A=1", "B=2", "C=3"], "m": [{"o": ["y"]}], "n": None}
+    assert [c.text() for c in diff(old, new)] == [
+        "~ a: 1 -> 1.0",
+        '+ env[2]: "C=3"',
+        '- m[0].o[0]: "x"',
+        '- m[1]: {"k": 1}',
+        "- gone: true",
+        "+ n: null",
+    ]

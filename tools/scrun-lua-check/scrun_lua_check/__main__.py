@@ -1,0 +1,3 @@
+from scrun_lua_check.main import main
+
+main()

@@ -1,0 +1,42 @@
+"""All checks, run in a fixed order over one analysed script."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scrun_lua_check.checks.commands import check_command_results
+from scrun_lua_check.checks.hooks import check_hooks
+from scrun_lua_check.checks.modules import check_requires
+from scrun_lua_check.checks.returns import check_chunk_return, check_hook_returns
+from scrun_lua_check.checks.rootpath import check_root_path
+from scrun_lua_check.checks.shell import check_shell_splices
+from scrun_lua_check.checks.slurm_api import check_slurm_uses
+from scrun_lua_check.checks.toplevel import check_placement
+from scrun_lua_check.checks.variables import (
+    check_globals,
+    check_library_fields,
+    check_shadowing,
+    check_unused,
+)
+from scrun_lua_check.context import Context
+
+CHECKS: tuple[Callable[[Context], None], ...] = (
+    check_globals,
+    check_library_fields,
+    check_unused,
+    check_shadowing,
+    check_hooks,
+    check_hook_returns,
+    check_chunk_return,
+    check_slurm_uses,
+    check_command_results,
+    check_shell_splices,
+    check_root_path,
+    check_requires,
+    check_placement,
+)
+
+
+def run_checks(ctx: Context) -> None:
+    for check in CHECKS:
+        check(ctx)

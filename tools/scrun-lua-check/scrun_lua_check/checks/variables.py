@@ -1,0 +1,96 @@
+"""The luacheck family: globals (W1xx), unused variables (W2xx), shadowing (W4xx).
+
+scrun.lua runs in one Lua state for the whole container lifetime (the anchor inherits it), so
+an accidental global written in stage_in is still there in stage_out: worth a warning, and a
+misspelt global is usually a bug. Reads of a global that the script itself assigns somewhere
+are not reported again as undefined (the W111 on the assignment already points at it).
+"""
+
+from __future__ import annotations
+
+from scrun_lua_check import nodes as n
+from scrun_lua_check.context import (
+    HOOK_NAMES,
+    SLURM_COMMANDS,
+    Context,
+    closest,
+    did_you_mean,
+)
+from scrun_lua_check.scope import Variable, VarKind
+
+READ_ONLY = frozenset({"slurm"})
+
+
+def check_globals(ctx: Context) -> None:
+    known = ctx.lua.globals | READ_ONLY | HOOK_NAMES
+    assigned = {
+        name for name, accesses in ctx.scopes.globals.items() if any(a.write for a in accesses)
+    }
+    for name, accesses in ctx.scopes.globals.items():
+        for access in accesses:
+            if not access.write:
+                if name not in known | assigned:
+                    hint = did_you_mean(name, known | assigned)
+                    ctx.report(access.node, "W113", f"accessing undefined variable '{name}'{hint}")
+            elif name in ctx.lua.globals | READ_ONLY:
+                ctx.report(access.node, "W121", f"setting read-only global variable '{name}'")
+            elif name not in HOOK_NAMES and closest(name, HOOK_NAMES) is None:
+                # (a misspelt hook is left to E501, which names it with the suggestion)
+                ctx.report(
+                    access.node,
+                    "W111",
+                    f"setting non-standard global variable '{name}'"
+                    " (it stays set between hooks; declare it local)",
+                )
+
+
+def check_library_fields(ctx: Context) -> None:
+    """`string.fromat(...)`: a misspelt standard function is nil and fails when called."""
+    for node in ctx.all_nodes:
+        if not isinstance(node, n.Index) or not isinstance(node.obj, n.Name) or n.is_target(node):
+            continue
+        fields = ctx.lua.library_fields.get(node.obj.name)
+        key = ctx.scopes.global_index(node, node.obj.name)
+        if fields is not None and key is not None and key not in fields:
+            hint = did_you_mean(key, fields)
+            ctx.report(
+                node.key,
+                "W143",
+                f"accessing undefined field '{key}' of global '{node.obj.name}'{hint}",
+            )
+
+
+def check_unused(ctx: Context) -> None:
+    for variable in ctx.scopes.variables:
+        if variable.reads or variable.name.startswith("_") or variable.attrib == "close":
+            continue
+        if variable.name in HOOK_NAMES or holds_command_status(ctx, variable):
+            continue  # reported as E502 (a local hook) or W802 (status never read)
+        what = f"{variable.kind.value} '{variable.name}'"
+        if variable.kind is VarKind.ARG:
+            if variable.scope.function not in ctx.hook_like_functions:
+                ctx.report(variable.decl, "W212", f"unused {what}")
+        elif variable.kind is VarKind.LOOP:
+            ctx.report(variable.decl, "W213", f"unused {what}")
+        elif variable.writes:
+            ctx.report(variable.decl, "W231", f"{what} is set but never accessed")
+        elif variable.kind is not VarKind.SELF:
+            ctx.report(variable.decl, "W211", f"unused {what}")
+
+
+def holds_command_status(ctx: Context, variable: Variable) -> bool:
+    return any(ctx.slurm_function(value) in SLURM_COMMANDS for value in variable.values)
+
+
+def check_shadowing(ctx: Context) -> None:
+    for shadowing in ctx.scopes.shadowings:
+        variable, previous = shadowing.variable, shadowing.previous
+        if variable.name.startswith("_"):
+            continue
+        where = f"{previous.kind.value} '{previous.name}' on line {previous.decl.line}"
+        if shadowing.same_scope:
+            ctx.report(variable.decl, "W411", f"redefining {where}")
+        elif shadowing.upvalue:
+            ctx.report(variable.decl, "W431", f"shadowing upvalue {where}")
+        else:
+            ctx.report(variable.decl, "W421", f"shadowing {where}")

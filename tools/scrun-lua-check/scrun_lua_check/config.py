@@ -1,0 +1,79 @@
+"""Settings from a `[tool.scrun-lua-check]` table in a TOML file, merged with the options.
+
+Looked up in the current directory when `--config` is not given: `scrun-lua-check.toml`
+first, then `pyproject.toml` (used only when it has the table). Keys: `ignore` (list of
+codes or code prefixes) and `strict` (bool). Unknown keys and codes are errors, so a typo in
+CI configuration does not silently switch a check off.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from scrunlib.errors import UsageError
+
+from scrun_lua_check.codes import CODES
+
+TABLE = "scrun-lua-check"
+DEFAULT_FILES = ("scrun-lua-check.toml", "pyproject.toml")
+
+
+@dataclass(frozen=True)
+class Settings:
+    ignore: frozenset[str] = frozenset()
+    strict: bool = False
+
+
+def parse_codes(values: Iterable[str], source: str) -> frozenset[str]:
+    """`W803`, `w8`, `W111,W113` → upper-case codes or prefixes; unknown ones are an error."""
+    codes: set[str] = set()
+    for value in values:
+        for item in value.split(","):
+            code = item.strip().upper()
+            if not code:
+                continue
+            if not any(known.startswith(code) for known in CODES):
+                raise UsageError(f"{source}: unknown code {code!r} (see --list-codes)")
+            codes.add(code)
+    return frozenset(codes)
+
+
+def load_settings(path: str | None, directory: str = ".") -> Settings:
+    """Settings from `path`, or from the default files in `directory` (none: defaults)."""
+    if path is None:
+        for name in DEFAULT_FILES:
+            candidate = os.path.join(directory, name)
+            if os.path.isfile(candidate) and _table(candidate) is not None:
+                path = candidate
+                break
+        else:
+            return Settings()
+    table = _table(path)
+    if table is None:
+        return Settings()
+    unknown = sorted(set(table) - {"ignore", "strict"})
+    if unknown:
+        raise UsageError(f"{path}: unknown key {unknown[0]!r} in [tool.{TABLE}]")
+    ignore, strict = table.get("ignore", []), table.get("strict", False)
+    if not isinstance(ignore, list) or not all(isinstance(code, str) for code in ignore):
+        raise UsageError(f"{path}: [tool.{TABLE}] ignore must be a list of codes")
+    if not isinstance(strict, bool):
+        raise UsageError(f"{path}: [tool.{TABLE}] strict must be true or false")
+    return Settings(parse_codes(ignore, path), strict)
+
+
+def _table(path: str) -> dict[str, object] | None:
+    try:
+        with open(path, "rb") as stream:
+            document = tomllib.load(stream)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: invalid TOML: {exc}") from None
+    table = document.get("tool", {}).get(TABLE)
+    if table is not None and not isinstance(table, dict):
+        raise UsageError(f"{path}: [tool.{TABLE}] must be a table")
+    return table

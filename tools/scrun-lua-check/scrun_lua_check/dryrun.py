@@ -1,0 +1,254 @@
+"""--dry-run: load the script and run both hooks against a real bundle, and say what happened.
+
+It uses scrun's own Lua runtime (scrunlib.lua), so the `slurm` table, argument types and
+return handling are exactly what the anchor would see. Commands go to a RecordingRunner
+(success, no output) unless --execute; file writes, os.execute, io.popen, os.remove and
+os.rename go through the sandbox. The bundle's config.json is only read; every file the
+script writes that holds JSON is compared with it, which shows the config changes whether
+the script writes the new config.json next to the old one, on scratch, or over it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+
+from scrunlib import log
+from scrunlib.errors import LuaError, UsageError
+from scrunlib.lua.stage import (
+    CommandRecord,
+    CommandRunner,
+    LogRecord,
+    RecordingRunner,
+    StageContext,
+    Stager,
+    StageResult,
+    SubprocessRunner,
+)
+from scrunlib.spool import validate_id
+
+from scrun_lua_check.jsondiff import Change, diff
+from scrun_lua_check.sandbox import FileSandbox, SandboxedScript, SideEffect
+
+# What the job environment holds in a dry run: enough for commands to find their tools,
+# without copying the caller's whole environment into a config.json diff.
+JOB_ENV_FROM_CALLER = ("PATH", "HOME", "USER", "LANG")
+
+
+@dataclass(frozen=True)
+class DryRunOptions:
+    bundle: str
+    container_id: str = "scrun-lua-check"
+    job_id: int = 1
+    cluster_name: str = ""
+    timeout: float = 60.0
+    execute: bool = False
+
+
+@dataclass
+class FileWrite:
+    path: str
+    size: int
+    changes: list[Change] | None  # against the bundle's config.json; None: not a JSON object
+
+    def as_dict(self) -> dict[str, object]:
+        changes = None if self.changes is None else [c.as_dict() for c in self.changes]
+        return {"path": self.path, "size": self.size, "config_changes": changes}
+
+
+@dataclass
+class Phase:
+    """Loading the chunk, stage_in or stage_out."""
+
+    name: str
+    ok: bool
+    message: str
+    status: int = 0
+    seconds: float = 0.0
+    bundle: str = ""
+    root_path: str = ""
+    commands: list[CommandRecord] = field(default_factory=list)
+    logs: list[LogRecord] = field(default_factory=list)
+    effects: list[SideEffect] = field(default_factory=list)
+    writes: list[FileWrite] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["writes"] = [write.as_dict() for write in self.writes]
+        data["logs"] = [
+            {"level": log.LEVEL_NAMES.get(r.level, str(r.level)), "message": r.message}
+            for r in self.logs
+        ]
+        return data
+
+
+@dataclass
+class DryRunReport:
+    script: str
+    context: StageContext
+    executed: bool
+    phases: list[Phase] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return not all(phase.ok for phase in self.phases)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "script": self.script,
+            "context": asdict(self.context),
+            "executed": self.executed,
+            "failed": self.failed,
+            "phases": [phase.as_dict() for phase in self.phases],
+        }
+
+
+def read_config(bundle: str) -> dict[str, object]:
+    path = os.path.join(bundle, "config.json")
+    try:
+        with open(path, "rb") as stream:
+            config = json.load(stream)
+    except OSError as exc:
+        raise UsageError(f"--bundle: cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise UsageError(f"--bundle: {path} is not valid JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"--bundle: {path} is not a JSON object")
+    return config
+
+
+def stage_context(options: DryRunOptions, config: dict[str, object], spool: str) -> StageContext:
+    bundle = os.path.abspath(options.bundle)
+    root = config.get("root")
+    root_path = root.get("path", "rootfs") if isinstance(root, dict) else "rootfs"
+    job_env = [f"SLURM_JOB_ID={options.job_id}", f"SLURM_JOBID={options.job_id}"]
+    job_env += [f"{name}={os.environ[name]}" for name in JOB_ENV_FROM_CALLER if name in os.environ]
+    return StageContext(
+        container_id=options.container_id,
+        bundle=bundle,
+        spool_dir=os.path.join(spool, options.container_id) + "/",
+        config_file=os.path.join(bundle, "config.json"),
+        job_id=options.job_id,
+        user_id=os.getuid(),
+        group_id=os.getgid(),
+        job_env=job_env,
+        root_path=os.path.join(bundle, str(root_path)),
+        orig_bundle=bundle,
+    )
+
+
+def dry_run(script: str, options: DryRunOptions) -> DryRunReport:
+    validate_id(options.container_id)  # it becomes part of paths, in the hooks and here
+    config = read_config(options.bundle)
+    log.configure(log.LogSettings(stderr=0, file=0, program="scrun-lua-check"))  # we show them
+    with tempfile.TemporaryDirectory(prefix="scrun-lua-check-") as temp:
+        context = stage_context(options, config, os.path.join(temp, "spool"))
+        os.makedirs(context.spool_dir)
+        sandbox = FileSandbox(None if options.execute else os.path.join(temp, "files"))
+        runner: CommandRunner = (
+            SubprocessRunner(timeout=options.timeout) if options.execute else RecordingRunner()
+        )
+        report = DryRunReport(script, context, options.execute)
+        try:
+            script_state = SandboxedScript(
+                script,
+                sandbox=sandbox,
+                runner=runner,
+                cluster_name=options.cluster_name,
+                timeout=options.timeout,
+            )
+        except LuaError as exc:
+            report.phases.append(finish(Phase("load", False, exc.message), sandbox, config))
+            return report
+        stager = Stager(script_state)
+        load = Phase("load", True, "loaded", logs=stager.load_logs)
+        report.phases.append(finish(load, sandbox, config))
+        for hook in (stager.stage_in, stager.stage_out):
+            report.phases.append(finish(phase_of(hook(context)), sandbox, config))
+    return report
+
+
+def phase_of(result: StageResult) -> Phase:
+    message = result.message + (f"\n{result.traceback}" if result.traceback else "")
+    return Phase(
+        result.hook,
+        result.ok,
+        message,
+        result.status,
+        result.seconds,
+        result.bundle,
+        result.root_path,
+        result.commands,
+        result.logs,
+    )
+
+
+def finish(phase: Phase, sandbox: FileSandbox, config: dict[str, object]) -> Phase:
+    """Add what the sandbox saw during the phase: files written, other side effects."""
+    contents, phase.effects = sandbox.take()
+    for path, data in contents.items():
+        try:
+            document = json.loads(data)
+        except ValueError:
+            document = None
+        changes = diff(config, document) if isinstance(document, dict) else None
+        phase.writes.append(FileWrite(path, len(data), changes))
+    return phase
+
+
+def render_dry_run(report: DryRunReport) -> str:
+    ctx = report.context
+    how = (
+        "commands were run and files written (--execute)"
+        if report.executed
+        else "commands and file changes were recorded, not performed"
+    )
+    lines = [
+        f"dry run of {report.script} with bundle {ctx.bundle}",
+        f"  container {ctx.container_id}, job {ctx.job_id}, uid {ctx.user_id}, gid {ctx.group_id};"
+        f" {how}",
+    ]
+    paths = (ctx.bundle, ctx.root_path)
+    for phase in report.phases:
+        lines.append("")
+        lines.extend(render_phase(phase, report.executed, paths))
+        if phase.name != "load":
+            paths = (phase.bundle, phase.root_path)
+    return "\n".join(lines)
+
+
+def render_phase(phase: Phase, executed: bool, paths: tuple[str, str]) -> list[str]:
+    """One phase; `paths` are the bundle and root path before it."""
+    verdict = "ok" if phase.ok else "FAILED"
+    if phase.name == "load":
+        lines = [f"load: {verdict}"]
+    else:
+        lines = [f"{phase.name}: returned {phase.status} ({verdict}) in {phase.seconds:.3f} s"]
+    if not phase.ok or not phase.message.endswith(("succeeded", "loaded")):
+        lines += [f"  {line}" for line in phase.message.splitlines()]
+    lines += [f"  log {log.LEVEL_NAMES.get(r.level, r.level)}: {r.message}" for r in phase.logs]
+    for command in phase.commands:
+        outcome = "recorded" if not executed else f"exit {command.status}"
+        lines.append(
+            f"  {command.kind}_command ({outcome}, {command.seconds:.3f} s): {command.script}"
+        )
+        lines += [f"    | {line}" for line in command.output.splitlines()]
+    lines += [f"  {effect.kind}: {effect.detail}" for effect in phase.effects]
+    if phase.name != "load":
+        for label, before, after in zip(
+            ("bundle", "root path"), paths, (phase.bundle, phase.root_path), strict=True
+        ):
+            change = f"{before} -> {after}" if after != before else f"{after} (unchanged)"
+            lines.append(f"  {label}: {change}")
+    for write in phase.writes:
+        if write.changes is None:
+            lines.append(f"  wrote {write.path} ({write.size} bytes)")
+            continue
+        lines.append(
+            f"  wrote {write.path} ({write.size} bytes, JSON):"
+            f" {len(write.changes)} changes from the bundle's config.json"
+        )
+        lines += [f"    {change.text()}" for change in write.changes]
+    return lines
