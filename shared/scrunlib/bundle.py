@@ -112,6 +112,11 @@ def runnable_by_slurm(bundle_path: str, target_dir: str, *, terminal: bool = Fal
     os.makedirs(target_dir, mode=0o755, exist_ok=True)
     config = dict(staged.config)
     config["root"] = {**config["root"], "path": staged.rootfs}
+    # The caller's cgroup (podman's libpod-<id>) means nothing on a compute node, and tasks
+    # of one step sharing it kill each other when the first ends; Slurm places the step.
+    linux = config.get("linux")
+    if isinstance(linux, dict) and "cgroupsPath" in linux:
+        config["linux"] = {k: v for k, v in linux.items() if k != "cgroupsPath"}
     if terminal:
         mounts = [m for m in config.get("mounts", []) if m.get("destination") != "/dev/pts"]
         config["mounts"] = [*mounts, HOST_PTS_MOUNT]

@@ -71,6 +71,11 @@ class Spool:
         return os.path.join(self.root, dir_name(self.container_id))
 
     @property
+    def dir_for_scripts(self) -> str:
+        """`<root>/<id>/`, with the trailing slash scrun.lua and SCRUN_SPOOL_DIR promise."""
+        return os.path.join(self.path, "")
+
+    @property
     def state_file(self) -> str:
         return os.path.join(self.path, "state.json")
 

@@ -74,11 +74,14 @@ def test_slurm_runnable_bundle_links_rootfs(tmp_path):
     elsewhere.mkdir()
     config = json.loads(json.dumps(GOOD))
     config["root"]["path"] = str(elsewhere)
+    config["linux"] = {"cgroupsPath": "/libpod_parent/libpod-x", "namespaces": []}
     write(source, config)
     target = tmp_path / "spool" / "bundle"
     assert bundles.runnable_by_slurm(str(source), str(target)) == str(target)
     assert os.readlink(target / "rootfs") == str(elsewhere)
-    assert json.loads((target / "config.json").read_text())["root"]["path"] == str(elsewhere)
+    written = json.loads((target / "config.json").read_text())
+    assert written["root"]["path"] == str(elsewhere)
+    assert written["linux"] == {"namespaces": []}  # the caller's cgroup is not the node's
 
 
 def test_bundle_with_its_own_rootfs_is_used_as_is(tmp_path):

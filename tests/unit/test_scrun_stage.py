@@ -171,3 +171,98 @@ def test_stage_failure_exits_1(
     assert main(args("in", bundle, slurm_conf, "--job-id", "1", "--script", str(failing))) == 1
     out = capsys.readouterr().out
     assert "FAILED (status -1" in out and "no scratch space" in out
+
+
+# -- the job env: built as the anchor builds it ------------------------------------------
+
+RECORD = (
+    "JobId=123 JobName=scrun-stage UserId=root(0) GroupId=root(0) JobState=RUNNING "
+    "Partition=debug NodeList=node[1-2] BatchHost=node1 NumNodes=2 NumCPUs=4 NumTasks=2 "
+    "CPUs/Task=1 TimeLimit=UNLIMITED Comment=scrun:stage1"
+)
+
+
+def json_report(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict[str, object]:
+    assert main([*argv, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert isinstance(report, dict)
+    return report
+
+
+def env_of(report: dict[str, object]) -> dict[str, str]:
+    entries = report["job_env"]
+    assert isinstance(entries, list)
+    return dict(entry.split("=", 1) for entry in entries)
+
+
+def test_job_env_without_a_job_record(
+    capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """No cluster: the job's id and cluster stand in for the record; the SCRUN_* output
+    variables are the anchor's; nothing of the caller's environment leaks in."""
+    monkeypatch.setenv("LEAKED_FROM_SHELL", "1")
+    root = slurm_conf.parent / "root"
+    argv = args("in", bundle, slurm_conf, "--job-id", "123", "--script", str(ALLOCATOR_ONLY))
+    report = json_report(capsys, argv)
+    env = env_of(report)
+    assert env["SLURM_JOB_ID"] == env["SLURM_JOBID"] == "123"
+    assert env["SLURM_CLUSTER_NAME"] == "unit"
+    assert env["SCRUN_CONTAINER_ID"] == "stage1"
+    assert env["SCRUN_SPOOL_DIR"] == f"{root}/stage1/"
+    assert env["SCRUN_SOCKET"].startswith(f"{root}/stage1/")
+    assert env["SCRUN_ROOT"] == str(root)
+    assert env["SCRUN_BUNDLE"] == env["SCRUN_SUBMISSION_BUNDLE"] == str(bundle)
+    assert env["SCRUN_ROOTFS_PATH"] == str(bundle / "rootfs")
+    assert env["SCRUN_PID_FILE"] == ""
+    assert env["SLURM_CONTAINER"] == str(bundle)
+    assert "LEAKED_FROM_SHELL" not in env and "PATH" not in env
+    assert str(report["job_env_source"]).startswith("no job record")
+
+
+def test_job_env_text_report_lists_it(
+    capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path
+) -> None:
+    argv = args("in", bundle, slurm_conf, "--job-id", "123", "--script", str(ALLOCATOR_ONLY))
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "\njob env     " in out and "from no job record" in out
+    assert "\n  SCRUN_CONTAINER_ID=stage1\n" in out
+
+
+@pytest.fixture
+def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A site whose scontrol prints RECORD and whose srun is version 23.02."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho '{RECORD}'\n")
+    (bin_dir / "srun").write_text("#!/bin/sh\necho 'slurm 23.02.7'\n")
+    for tool in ("scontrol", "srun"):
+        (bin_dir / tool).chmod(0o755)
+    site = tmp_path / "site.toml"
+    site.write_text(f'bin_dir = "{bin_dir}"\n')
+    monkeypatch.setenv("SCRUN_SITE_CONFIG", str(site))
+    return bin_dir
+
+
+def test_job_env_from_the_job_record(
+    capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path, fake_slurm: Path
+) -> None:
+    """With a job record, the SLURM_* part is job_options.job_environment's (the anchor's)."""
+    import os
+
+    from scrunlib.job_options import job_environment
+    from scrunlib.slurm import parse_scontrol_record
+
+    argv = args("in", bundle, slurm_conf, "--job-id", "123", "--script", str(ALLOCATOR_ONLY))
+    report = json_report(capsys, argv)
+    env = env_of(report)
+    expected = job_environment(parse_scontrol_record(RECORD), "unit", os.uname().nodename)
+    assert expected["SLURM_JOB_NODELIST"] == "node[1-2]"  # the record really was read
+    assert {name: env.get(name) for name in expected} == expected
+    assert env["SLURM_CONTAINER_ID"] == "stage1"  # srun 23.02 knows container ids
+    assert env["SCRUN_CONTAINER_ID"] == "stage1"
+    assert report["job_env_source"] == "scontrol show job 123"
+    stage_in = report["stages"]
+    assert isinstance(stage_in, list)
+    assert stage_in[0]["commands"][0]["output"] == "staging stage1 in job 123\n"

@@ -55,6 +55,7 @@ class Anchor:
         *,
         spool: Spool,
         bundle_path: str,
+        bundle_given: bool,
         pid_file: str | None,
         console_socket: str | None,
         slurm_conf_option: str | None,
@@ -69,6 +70,8 @@ class Anchor:
         self.log_file = log_file
         self.log_format = log_format
         self.bundle = bundles.load(bundle_path)
+        # None when create defaulted to its cwd: scripts are told so (orig_bundle nil).
+        self.submission_bundle = self.bundle.path if bundle_given else None
         self.state = ContainerState.load(spool)
         self.environ = job_options.merge_environment(dict(os.environ), self.bundle.env)
         self.slurm_conf = site.slurm_conf_path(slurm_conf_option, self.environ)
@@ -114,7 +117,9 @@ class Anchor:
         self.server = protocol.listen(self.spool.socket)
         record = self._get_job(self.request)
         self.job_env = self._job_environment(version, record)
-        result = self.staging.stage_in(self.state, self.bundle, self.spool, self.job_env)
+        result = self.staging.stage_in(
+            self.state, self.bundle, self.submission_bundle, self.spool, self.job_env
+        )
         if result is not None:
             state.bundle, state.rootfs = result
         self.run_bundle = bundles.runnable_by_slurm(
@@ -173,11 +178,11 @@ class Anchor:
                 container_id=state.id,
                 anchor_pid=os.getpid(),
                 bundle=self.bundle.path,
-                submission_bundle=self.bundle.path,
+                submission_bundle=self.submission_bundle or "",
                 annotations=self.bundle.annotations,
                 pid_file=self.pid_file or "",
                 socket=self.spool.socket,
-                spool_dir=self.spool.path,
+                spool_dir=self.spool.dir_for_scripts,
                 config_file=self.bundle.config_file,
                 user=_name(pwd.getpwuid, uid, "pw_name"),
                 user_id=uid,

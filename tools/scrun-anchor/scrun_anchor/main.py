@@ -44,6 +44,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--root", required=True)
     parser.add_argument("--bundle", required=True)
+    parser.add_argument(
+        "--bundle-is-cwd", action="store_true", help="create was given no --bundle (cwd used)"
+    )
     parser.add_argument("--ready-fd", type=int)
     parser.add_argument("--pid-file")
     parser.add_argument("--console-socket")
@@ -79,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         anchor = Anchor(
             spool=spool,
             bundle_path=args.bundle,
+            bundle_given=not args.bundle_is_cwd,
             pid_file=args.pid_file,
             console_socket=args.console_socket,
             slurm_conf_option=args.slurm_conf,

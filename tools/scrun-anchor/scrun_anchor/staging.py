@@ -48,7 +48,12 @@ class Staging:
         )
 
     def stage_in(
-        self, state: ContainerState, bundle: Bundle, spool: Spool, job_env: dict[str, str]
+        self,
+        state: ContainerState,
+        bundle: Bundle,
+        submission_bundle: str | None,
+        spool: Spool,
+        job_env: dict[str, str],
     ) -> tuple[str, str] | None:
         """Run slurm_scrun_stage_in; returns the (bundle, rootfs) the script chose."""
         if self.stager is None:
@@ -59,8 +64,8 @@ class Staging:
         self.context = StageContext(
             container_id=state.id,
             bundle=bundle.path,
-            orig_bundle=bundle.path,
-            spool_dir=spool.path,
+            orig_bundle=submission_bundle,
+            spool_dir=spool.dir_for_scripts,
             config_file=bundle.config_file,
             root_path=bundle.rootfs,
             job_id=state.job_id,

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import grp
 import json
 import os
+import pwd
 import sys
 import time
 from collections.abc import Sequence
@@ -19,7 +21,7 @@ from typing import Any, NoReturn
 
 import scrunlib
 from scrunlib import bundle as bundles
-from scrunlib import log, siteconfig, spool
+from scrunlib import job_options, log, siteconfig, spool
 from scrunlib.errors import LuaError, ScrunError, UsageError
 from scrunlib.lua.stage import (
     LogRecord,
@@ -29,7 +31,7 @@ from scrunlib.lua.stage import (
     SubprocessRunner,
     find_script,
 )
-from scrunlib.slurm import Slurm, cluster_name
+from scrunlib.slurm import Slurm, cluster_name, supports_container_id
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOAD = 0, 1, 2, 3
 
@@ -165,6 +167,8 @@ class Report:
     load_seconds: float
     load_logs: list[dict[str, Any]]
     job_id: int
+    job_env: list[str] = field(default_factory=list)
+    job_env_source: str = ""
     stages: list[StageReport] = field(default_factory=list)
 
     @property
@@ -214,6 +218,9 @@ def run(args: argparse.Namespace) -> Report:
     try:
         root = args.root or spool.default_root(os.environ)
         spool_dir = os.path.join(spool.Spool(root, container_id).path, "")
+        job_env, job_env_source = job_environment(
+            bundle, container_id, root, spool_dir, job_id, slurm
+        )
         ctx = StageContext(
             container_id=container_id,
             bundle=bundle.path,
@@ -222,12 +229,12 @@ def run(args: argparse.Namespace) -> Report:
             job_id=job_id,
             user_id=os.getuid(),
             group_id=os.getgid(),
-            job_env=job_environment(bundle, container_id, root, spool_dir, job_id, slurm_conf),
+            job_env=job_env,
             root_path=bundle.rootfs,
             orig_bundle=bundle.path,
         )
         logs = [_log_entry(record) for record in stager.load_logs]
-        report = Report(script, load_seconds, logs, job_id)
+        report = Report(script, load_seconds, logs, job_id, job_env, job_env_source)
         if args.command in ("in", "both"):
             report.stages.append(_stage_in(stager, ctx))
         if args.command in ("out", "both"):
@@ -294,32 +301,62 @@ def job_environment(
     root: str,
     spool_dir: str,
     job_id: int,
-    slurm_conf: str,
-) -> list[str]:
-    """The job env the hooks and their commands see: like the anchor's, the job's SLURM_*
-    variables and the SCRUN_* output variables, not this shell's whole environment (only
-    PATH, so that commands find what they would find in the login shell)."""
-    env = {"PATH": os.environ.get("PATH", os.defpath)}
+    slurm: Slurm,
+) -> tuple[list[str], str]:
+    """The job env the hooks and their commands see, built as the anchor builds it (so it
+    is exactly what the anchor would pass): the job's SLURM_* variables from its `scontrol`
+    record, the SCRUN_* output variables and SLURM_CONTAINER(_ID); nothing of this shell's
+    environment. Without a job record (no cluster reachable, an unknown job) only
+    SLURM_JOB_ID/SLURM_JOBID/SLURM_CLUSTER_NAME stand in for the record's variables.
+    Returns the env (`NAME=VALUE`) and where its SLURM_* part came from, for the report."""
+    name = cluster_name(slurm.slurm_conf)
+    submit_host = os.uname().nodename
+    try:
+        env = job_options.job_environment(slurm.job_record(job_id), name, submit_host)
+        source = f"scontrol show job {job_id}"
+    except ScrunError as exc:
+        log.verbose(f"no job record for job {job_id}: {exc.message}")
+        env = {"SLURM_JOB_ID": str(job_id), "SLURM_JOBID": str(job_id)}
+        if name:
+            env["SLURM_CLUSTER_NAME"] = name
+        source = f"no job record ({exc.message}): SLURM_* variables incomplete"
+    uid, gid = os.getuid(), os.getgid()
     env.update(
-        SLURM_JOB_ID=str(job_id),
-        SLURM_JOBID=str(job_id),
-        SLURM_CLUSTER_NAME=cluster_name(slurm_conf),
-        SLURM_CONF=slurm_conf,
-        SCRUN_OCI_VERSION=bundle.oci_version,
-        SCRUN_CONTAINER_ID=container_id,
-        SCRUN_PID=str(os.getpid()),
-        SCRUN_BUNDLE=bundle.path,
-        SCRUN_SUBMISSION_BUNDLE=bundle.path,
-        SCRUN_SPOOL_DIR=spool_dir,
-        SCRUN_SUBMISSION_CONFIG_FILE=bundle.config_file,
-        SCRUN_ROOT=root,
-        SCRUN_ROOTFS_PATH=bundle.rootfs,
-        SCRUN_SUBMISSION_ROOTFS_PATH=bundle.rootfs,
-        SCRUN_USER_ID=str(os.getuid()),
-        SCRUN_GROUP_ID=str(os.getgid()),
+        job_options.output_variables(
+            oci_version=bundle.oci_version,
+            container_id=container_id,
+            anchor_pid=os.getpid(),
+            bundle=bundle.path,
+            submission_bundle=bundle.path,
+            annotations=bundle.annotations,
+            pid_file="",
+            socket=spool.Spool(root, container_id).socket,
+            spool_dir=spool_dir,
+            config_file=bundle.config_file,
+            user=_name(pwd.getpwuid, uid, "pw_name"),
+            user_id=uid,
+            group=_name(grp.getgrgid, gid, "gr_name"),
+            group_id=gid,
+            root=root,
+            rootfs_path=bundle.rootfs,
+            log_file=None,
+            log_format=None,
+        )
     )
-    env.update({f"SCRUN_ANNOTATION_{key}": value for key, value in bundle.annotations.items()})
-    return [f"{name}={value}" for name, value in env.items()]
+    env["SLURM_CONTAINER"] = bundle.path
+    try:
+        if supports_container_id(slurm.version()):
+            env["SLURM_CONTAINER_ID"] = container_id
+    except ScrunError as exc:
+        log.verbose(f"Slurm version unknown ({exc.message}): no SLURM_CONTAINER_ID")
+    return [f"{key}={value}" for key, value in env.items()], source
+
+
+def _name(lookup: Any, number: int, attribute: str) -> str:
+    try:
+        return str(getattr(lookup(number), attribute))
+    except KeyError:
+        return ""
 
 
 # -- reports -----------------------------------------------------------------------------
@@ -329,7 +366,9 @@ def render_text(report: Report) -> str:
     lines = [
         f"script      {report.script} (loaded in {report.load_seconds:.3f} s)",
         f"job         {report.job_id}",
+        f"job env     {len(report.job_env)} variable(s), from {report.job_env_source}",
     ]
+    lines += [f"  {entry}" for entry in report.job_env]
     lines += [f"load log    {entry['level']}: {entry['message']}" for entry in report.load_logs]
     for stage in report.stages:
         result = stage.result
@@ -374,6 +413,8 @@ def render_json(report: Report) -> str:
         "load_seconds": report.load_seconds,
         "load_logs": report.load_logs,
         "job_id": report.job_id,
+        "job_env": report.job_env,
+        "job_env_source": report.job_env_source,
         "stages": stages,
         "exit_status": report.exit_status,
     }

@@ -49,13 +49,14 @@ def anchor_command() -> list[str]:
 def create_container(
     ctx: Context,
     container_id: str,
-    bundle_path: str,
+    bundle_path: str | None,
     pid_file: str | None,
     console_socket: str | None,
 ) -> int:
-    """Everything `create` does; returns the anchor's pid once the container is created."""
+    """Everything `create` does; returns the anchor's pid once the container is created.
+    `bundle_path` None means the current directory (scrun.lua is told it was not given)."""
     spool = ctx.spool(container_id)
-    bundle = bundles.load(bundle_path)
+    bundle = bundles.load(bundle_path or os.getcwd())
     if bundle.terminal and not console_socket and not os.isatty(0):
         raise InvalidInput("process.terminal is true but no --console-socket was given")
     if pid_file:
@@ -70,7 +71,9 @@ def create_container(
             annotations=bundle.annotations,
             owner=_user_name(),
         ).save(spool)
-        return _launch_anchor(ctx, spool, bundle.path, pid_file, console_socket)
+        return _launch_anchor(
+            ctx, spool, bundle.path, bundle_path is None, pid_file, console_socket
+        )
     except BaseException:
         spool.remove()
         raise
@@ -84,7 +87,12 @@ def _user_name() -> str:
 
 
 def _launch_anchor(
-    ctx: Context, spool: Spool, bundle_path: str, pid_file: str | None, console_socket: str | None
+    ctx: Context,
+    spool: Spool,
+    bundle_path: str,
+    bundle_is_cwd: bool,
+    pid_file: str | None,
+    console_socket: str | None,
 ) -> int:
     read_end, write_end = os.pipe()
     argv = [
@@ -97,6 +105,8 @@ def _launch_anchor(
         str(write_end),
         *ctx.log_settings.as_args(),
     ]
+    if bundle_is_cwd:
+        argv.append("--bundle-is-cwd")
     if pid_file:
         argv += ["--pid-file", pid_file]
     if console_socket:
@@ -131,7 +141,7 @@ def run(ctx: Context, argv: Sequence[str]) -> int:
     create_container(
         ctx,
         container_id,
-        values.get("bundle") or os.getcwd(),
+        values.get("bundle"),
         values.get("pid-file"),
         values.get("console-socket"),
     )

@@ -33,9 +33,7 @@ USAGE = usage_text(
 def run(ctx: Context, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="run")
     (container_id,) = one_id(words, "run")
-    anchor = create_container(
-        ctx, container_id, values.get("bundle") or os.getcwd(), values.get("pid-file"), None
-    )
+    anchor = create_container(ctx, container_id, values.get("bundle"), values.get("pid-file"), None)
     spool = ctx.spool(container_id)
 
     def forward(signum: int, _frame: FrameType | None) -> None:

@@ -1,0 +1,416 @@
+"""scrun.lua on the real cluster, through podman: the man page's seed script staging a
+container's rootfs to scratch and back, stage-in failures reaching podman's caller, and what
+the hooks see (remote and allocator commands, argument types, the job env).
+
+Each test runs podman against its own site (`site_runtime`: a private copy of the cluster's
+config dir with the test's scrun.lua beside slurm.conf) and checks that nothing is left
+behind (`no_leftovers`: no job, no spool directory, no anchor).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from conftest import Cluster, SiteRuntime
+
+REPO = Path(__file__).resolve().parents[2]
+SEED_SCRIPT = REPO / "tests" / "lua" / "seed_scrun.lua"
+IMAGE = "localhost/busybox"
+# Where the seed script stages: <scratch_path>/<uid>/slurm/scrun/<id>/ with scratch /run/user.
+SCRATCH = Path(f"/run/user/{os.getuid()}/slurm/scrun")
+
+MakeSite = Callable[[str | None], "SiteRuntime"]
+
+
+def wait_for(what: str, probe: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what}: not seen within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def lua_string(text: str) -> str:
+    """A Lua string literal (JSON's escapes are valid Lua for the paths used here)."""
+    return json.dumps(text)
+
+
+@pytest.fixture
+def containers(no_leftovers: Callable[..., None]) -> Iterator[list[tuple[SiteRuntime, str]]]:
+    """Register (site, name) of a container the test keeps (no --rm): force-removed at the
+    end if the test did not remove it. Depends on no_leftovers so that this cleanup runs
+    before the leftovers check."""
+    created: list[tuple[SiteRuntime, str]] = []
+    yield created
+    for site, name in created:
+        if site.podman("container", "exists", name).returncode == 0:
+            site.podman("rm", "-f", "-t", "0", name)
+
+
+def read_cid(path: Path) -> str:
+    cid = path.read_text().strip()
+    assert len(cid) == 64 and all(c in "0123456789abcdef" for c in cid), repr(cid)
+    return cid
+
+
+def tagged_jobs(cluster: Cluster, container_id: str) -> dict[int, str]:
+    """Job id → state of every job slurmctld still knows (MinJobAge) that scrun tagged
+    with `container_id` (salloc --comment=scrun:<id>)."""
+    done = cluster.run(["scontrol", "-o", "show", "job"], timeout=30)
+    assert done.returncode == 0, done.stderr
+    jobs = {}
+    for line in done.stdout.splitlines():
+        fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
+        if fields.get("Comment") == f"scrun:{container_id}":
+            jobs[int(fields["JobId"])] = fields["JobState"]
+    return jobs
+
+
+# ----------------------------------------------------------------------------- seed script
+
+
+def test_seed_script_runs_a_container(
+    site_runtime: MakeSite, tmp_path: Path, no_leftovers: Callable[..., None]
+) -> None:
+    site = site_runtime(SEED_SCRIPT.read_text())
+    cidfile = tmp_path / "cid"
+    done = site.podman("run", "--rm", "--cidfile", str(cidfile), IMAGE, "cat", "/etc/hostname")
+    assert done.returncode == 0, done.stderr
+    # /etc/hostname is one of podman's bind mounts, which the seed script replaces by a copy
+    # in the staged rootfs (the image has none); with netns=host it is this host's name.
+    assert done.stdout.strip() == socket.gethostname(), done
+    cid = read_cid(cidfile)
+    wait_for(f"scratch copy {SCRATCH / cid} removed", lambda: not (SCRATCH / cid).exists())
+
+
+def test_seed_script_stages_the_rootfs_and_syncs_it_back(
+    site_runtime: MakeSite,
+    tmp_path: Path,
+    containers: list[tuple[SiteRuntime, str]],
+) -> None:
+    site = site_runtime(SEED_SCRIPT.read_text())
+    name = f"scrun-stage-{uuid.uuid4().hex[:10]}"
+    # Writes /marker, waits for the test to create /go (in the staged copy: proof that the
+    # container runs there), then writes /result and exits.
+    program = (
+        "echo staged > /marker; i=0; "
+        "while [ ! -e /go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
+        "[ -e /go ] && echo synced > /result"
+    )
+    started = site.podman("run", "-d", "--name", name, IMAGE, "sh", "-c", program)
+    containers.append((site, name))
+    assert started.returncode == 0, started.stderr
+    inspected = site.podman("inspect", "-f", "{{.ID}} {{.StaticDir}}", name)
+    assert inspected.returncode == 0, inspected.stderr
+    cid, static_dir = inspected.stdout.split()
+    assert started.stdout.strip() == cid and len(cid) == 64
+    original_config = json.loads((Path(static_dir) / "config.json").read_text())
+    original_rootfs = Path(original_config["root"]["path"])
+
+    staged = SCRATCH / cid
+    wait_for("/marker in the staged rootfs", lambda: (staged / "rootfs" / "marker").exists())
+    assert (staged / "rootfs" / "marker").read_text() == "staged\n"
+    # rsynced: the image's files are there, identical; the original did not get /marker.
+    assert (staged / "rootfs/bin/busybox").read_bytes() == (
+        original_rootfs / "bin/busybox"
+    ).read_bytes()
+    assert not (original_rootfs / "marker").exists(), "the container wrote to the original"
+    staged_config = json.loads((staged / "config.json").read_text())
+    assert os.path.normpath(staged_config["root"]["path"]) == str(staged / "rootfs")
+    assert f"SCRUN_CONTAINER_ID={cid}" in staged_config["process"]["env"]
+
+    state = site.scrun("state", cid)
+    assert state.returncode == 0, state.stderr
+    reported = json.loads(state.stdout)
+    assert reported["status"] == "running"
+    assert os.path.normpath(reported["bundle"]) == str(staged), reported
+    assert os.path.normpath(reported["rootfs"]) == str(staged / "rootfs"), reported
+
+    (staged / "rootfs" / "go").touch()
+    waited = site.podman("wait", name, timeout=60)
+    assert (waited.returncode, waited.stdout.strip()) == (0, "0"), waited.stderr
+    wait_for(f"scratch copy {staged} removed by stage_out", lambda: not staged.exists())
+
+    # stage_out synced the container's writes back into podman's rootfs.
+    for path, content in (("/result", "synced\n"), ("/marker", "staged\n")):
+        copy = tmp_path / path.strip("/")
+        copied = site.podman("cp", f"{name}:{path}", str(copy))
+        assert copied.returncode == 0, copied.stderr
+        assert copy.read_text() == content
+    removed = site.podman("rm", name)
+    assert removed.returncode == 0, removed.stderr
+
+
+# ----------------------------------------------------------------------------- failures
+
+FAILING_STAGE_OUT = """
+function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
+                               config_file, job_id, user_id, group_id)
+  local f = assert(io.open(%s, "w"))
+  f:write(string.format("%%s %%d", id, job_id))
+  f:close()
+  return slurm.SUCCESS
+end
+return slurm.SUCCESS
+"""
+
+STAGE_IN_ERROR = """
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
+                              job_env)
+  slurm.log_error("scratch quota exceeded for %s", id)
+  return slurm.ERROR
+end
+"""
+
+STAGE_IN_RAISES = """
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
+                              job_env)
+  error("rsync target unreachable")
+end
+"""
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        pytest.param(STAGE_IN_ERROR, "scratch quota exceeded for ", id="returns-error"),
+        pytest.param(STAGE_IN_RAISES, "scrun.lua:4: rsync target unreachable", id="raises"),
+    ],
+)
+def test_stage_in_failure_fails_podman_run(
+    site_runtime: MakeSite,
+    cluster: Cluster,
+    tmp_path: Path,
+    no_leftovers: Callable[..., None],
+    script: str,
+    expected: str,
+) -> None:
+    """podman run fails with the script's own words; the job is gone and stage_out still
+    ran (stage_in counts as having run), with the same container id and job."""
+    stage_out_ran = tmp_path / "stage_out_ran"
+    site = site_runtime(script + FAILING_STAGE_OUT % lua_string(str(stage_out_ran)))
+    cidfile = tmp_path / "cid"
+    done = site.podman("run", "--rm", "--cidfile", str(cidfile), IMAGE, "true")
+    assert done.returncode != 0, done
+    assert "Error: OCI runtime error" in done.stderr, done.stderr
+    assert expected in done.stderr, done.stderr
+    assert "stage-in failed" in done.stderr, done.stderr
+    cid = read_cid(cidfile)
+    jobs = tagged_jobs(cluster, cid)
+    assert len(jobs) == 1, jobs  # the job it allocated, ended (no_leftovers: not in squeue)
+    assert stage_out_ran.read_text() == f"{cid} {next(iter(jobs))}"
+    if script is STAGE_IN_ERROR:
+        assert f"scratch quota exceeded for {cid}" in done.stderr
+
+
+def test_syntax_error_fails_podman_run(
+    site_runtime: MakeSite, no_leftovers: Callable[..., None]
+) -> None:
+    site = site_runtime(
+        "function slurm_scrun_stage_in(\n  return slurm.SUCCESS\nend\n"
+        "function slurm_scrun_stage_out() return slurm.SUCCESS end\n"
+    )
+    done = site.podman("run", "--rm", IMAGE, "true")
+    assert done.returncode != 0, done
+    assert "Error: OCI runtime error" in done.stderr, done.stderr
+    script = site.dir / "etc" / "scrun.lua"
+    assert f"unable to load {script}: {script}:2:" in done.stderr, done.stderr
+
+
+# ----------------------------------------------------------------------------- hook contract
+
+PROBE_SCRIPT = """
+local out = %s
+local function write(name, text)
+  local f = assert(io.open(out .. "/" .. name, "w"))
+  f:write(text)
+  f:close()
+end
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
+                              job_env)
+  local status, output = slurm.remote_command(
+    "echo node $SLURMD_NODENAME $SLURM_NODEID $SLURM_JOB_ID")
+  write("remote", string.format("%%d\\n%%s", status, output))
+  status, output = slurm.allocator_command("env")
+  write("allocator_env", output)
+  local listed = {}
+  for _, entry in ipairs(job_env) do listed[#listed + 1] = entry end
+  local counted = 0
+  for _ in pairs(job_env) do counted = counted + 1 end
+  -- The test cluster's two nodes share one host, where two crun instances in podman's one
+  -- linux.cgroupsPath collide (the step fails at random): run a copy without it.
+  local f = assert(io.open(config_file, "rb"))
+  local config = slurm.from_json(f:read("a"))
+  f:close()
+  config.linux.cgroupsPath = nil
+  f = assert(io.open(out .. "/bundle/config.json", "wb"))
+  f:write(slurm.to_json(config))
+  f:close()
+  local original = slurm.set_bundle_path(out .. "/bundle")
+  write("stage_in", slurm.to_json({
+    id = id, bundle = bundle, set_bundle_path_returned = original, spool_dir = spool_dir,
+    job_id = job_id, job_id_type = math.type(job_id),
+    user_id_type = math.type(user_id), group_id_type = math.type(group_id),
+    ipairs = listed, pairs_count = counted, length = #job_env,
+  }))
+  return slurm.SUCCESS
+end
+function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
+                               config_file, job_id, user_id, group_id)
+  write("stage_out", slurm.to_json({
+    bundle = bundle, orig_bundle = orig_bundle, spool_dir = spool_dir, job_id = job_id,
+    job_id_type = math.type(job_id), user_id_type = math.type(user_id),
+  }))
+  return slurm.SUCCESS
+end
+return slurm.SUCCESS
+"""
+
+
+def probe_site(site_runtime: MakeSite, tmp_path: Path) -> tuple[SiteRuntime, Path]:
+    findings = tmp_path / "findings"
+    findings.mkdir()
+    (findings / "bundle").mkdir()
+    for path in (findings, findings / "bundle"):
+        path.chmod(0o777)
+    return site_runtime(PROBE_SCRIPT % lua_string(str(findings))), findings
+
+
+def parse_env(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def test_hooks_on_a_two_node_job(
+    site_runtime: MakeSite,
+    cluster: Cluster,
+    tmp_path: Path,
+    no_leftovers: Callable[..., None],
+) -> None:
+    site, findings = probe_site(site_runtime, tmp_path)
+    site.env["SCRUN_PROBE_NOT_IN_JOB_ENV"] = "leaked"
+    cidfile = tmp_path / "cid"
+    done = site.podman(
+        "run", "--rm", "--cidfile", str(cidfile), "-e", "SCRUN_JOB_NUM_NODES=2", IMAGE, "true"
+    )
+    assert done.returncode == 0, done.stderr
+    cid = read_cid(cidfile)
+    stage_in = json.loads((findings / "stage_in").read_text())
+    job_id = stage_in["job_id"]
+
+    # allocator_command: the job env, not the caller's environment.
+    env = parse_env((findings / "allocator_env").read_text())
+    assert env["SLURM_JOB_ID"] == str(job_id)
+    assert env["SLURM_JOB_NUM_NODES"] == "2"
+    assert env["SCRUN_CONTAINER_ID"] == cid
+    assert env["SCRUN_SPOOL_DIR"].rstrip("/").endswith(f"/{cid}")
+    assert "SCRUN_PROBE_NOT_IN_JOB_ENV" not in env
+    assert "CONTAINERS_CONF" not in env
+
+    # remote_command: one task on each of the job's two nodes (vm and n1), inside the job.
+    expanded = cluster.run(["scontrol", "show", "hostnames", env["SLURM_JOB_NODELIST"]])
+    nodes = sorted(expanded.stdout.split())
+    assert len(nodes) == 2, expanded
+    status, *lines = (findings / "remote").read_text().splitlines()
+    assert status == "0", lines
+    ran = sorted(tuple(line.split()[1:]) for line in lines if line.startswith("node "))
+    assert sorted(name for name, _, _ in ran) == nodes, lines
+    assert sorted(node_id for _, node_id, _ in ran) == ["0", "1"], lines
+    assert {job for _, _, job in ran} == {str(job_id)}, lines
+
+    # Hook arguments: integer ids, a 1-based job_env that ipairs walks completely.
+    assert stage_in["id"] == cid
+    assert stage_in["job_id_type"] == "integer", stage_in
+    assert stage_in["user_id_type"] == stage_in["group_id_type"] == "integer", stage_in
+    listed = stage_in["ipairs"]
+    assert len(listed) == stage_in["pairs_count"] == stage_in["length"] > 0, stage_in
+    assert f"SLURM_JOB_ID={job_id}" in listed and f"SCRUN_CONTAINER_ID={cid}" in listed
+    # The same env the command got (/bin/sh drops names that are no shell identifiers,
+    # such as SCRUN_ANNOTATION_io.container.manager, from what it passes on).
+    job_env = parse_env("\n".join(listed))
+    assert any("." in name for name in job_env)  # the annotations are in job_env itself
+    shell_names = {name: value for name, value in job_env.items() if name.isidentifier()}
+    assert shell_names.items() <= env.items()
+
+    stage_out = json.loads((findings / "stage_out").read_text())
+    assert stage_out["job_id"] == job_id and stage_out["job_id_type"] == "integer"
+    assert stage_out["user_id_type"] == "integer"
+    # set_bundle_path: returns the original; stage_out gets the new one and the original.
+    assert stage_in["set_bundle_path_returned"] == stage_in["bundle"]
+    assert stage_out["bundle"] == str(findings / "bundle")
+    assert stage_out["orig_bundle"] == stage_in["bundle"]
+
+
+def test_spool_dir_is_root_slash_id_slash(
+    site_runtime: MakeSite, tmp_path: Path, no_leftovers: Callable[..., None]
+) -> None:
+    """spool_dir (the hooks' argument) and SCRUN_SPOOL_DIR are `<root>/<id>/` (spec
+    scrun-lua.md §2, scrun-env.md §3), as scrun-stage passes them: a script may append a
+    file name to it directly."""
+    site, findings = probe_site(site_runtime, tmp_path)
+    cidfile = tmp_path / "cid"
+    done = site.podman("run", "--rm", "--cidfile", str(cidfile), IMAGE, "true")
+    assert done.returncode == 0, done.stderr
+    cid = read_cid(cidfile)
+    env = parse_env((findings / "allocator_env").read_text())
+    stage_in = json.loads((findings / "stage_in").read_text())
+    stage_out = json.loads((findings / "stage_out").read_text())
+    expected = f"{env['SCRUN_ROOT']}/{cid}/"
+    assert {
+        "SCRUN_SPOOL_DIR": env["SCRUN_SPOOL_DIR"],
+        "stage_in spool_dir": stage_in["spool_dir"],
+        "stage_out spool_dir": stage_out["spool_dir"],
+    } == dict.fromkeys(("SCRUN_SPOOL_DIR", "stage_in spool_dir", "stage_out spool_dir"), expected)
+
+
+def test_create_without_bundle_tells_the_script(
+    site_runtime: MakeSite,
+    cluster: Cluster,
+    tmp_path: Path,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """`scrun create ID` without --bundle runs the bundle in the cwd, and the script learns
+    that no --bundle was given: set_bundle_path returns nil, stage_out's orig_bundle is nil
+    and SCRUN_SUBMISSION_BUNDLE is empty (spec scrun-lua.md §2-3, scrun-env.md §3)."""
+    site, findings = probe_site(site_runtime, tmp_path)
+    bundle = tmp_path / "cwd-bundle"
+    bundle.mkdir()
+    config = json.loads((Path(cluster.bundle) / "config.json").read_text())
+    config["root"]["path"] = str(Path(cluster.bundle) / "rootfs")
+    (bundle / "config.json").write_text(json.dumps(config))
+    cid = f"scrun-cwd-{uuid.uuid4().hex[:10]}"
+    # Not through pipes: the anchor keeps create's stdout/stderr (the container's) open.
+    output = tmp_path / "create.out"
+    with output.open("w") as stream:
+        try:
+            created = site.scrun(
+                "create", cid, cwd=bundle, capture_output=False, stdout=stream, stderr=stream
+            )
+        finally:
+            deleted = site.scrun("delete", "--force", cid)
+    assert created.returncode == 0, output.read_text()
+    assert deleted.returncode == 0, deleted.stderr
+    wait_for("stage_out's findings", lambda: (findings / "stage_out").exists())
+    stage_in = json.loads((findings / "stage_in").read_text())
+    stage_out = json.loads((findings / "stage_out").read_text())
+    env = parse_env((findings / "allocator_env").read_text())
+    assert stage_in["bundle"] == str(bundle)  # the cwd is the bundle
+    assert env["SCRUN_BUNDLE"] == str(bundle)
+    assert {
+        "set_bundle_path returned": stage_in.get("set_bundle_path_returned"),
+        "stage_out orig_bundle": stage_out.get("orig_bundle"),
+        "SCRUN_SUBMISSION_BUNDLE": env.get("SCRUN_SUBMISSION_BUNDLE"),
+    } == {
+        "set_bundle_path returned": None,
+        "stage_out orig_bundle": None,
+        "SCRUN_SUBMISSION_BUNDLE": "",
+    }

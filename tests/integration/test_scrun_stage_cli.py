@@ -1,0 +1,265 @@
+"""scrun-stage on the real cluster: a site admin reproducing a staging run by hand with the
+man page's seed script, in a job scrun-stage allocates (and cancels) or in one of their own.
+
+The bundles here are private: config.json from the cluster's busybox bundle with root.path
+made absolute, pointing at the shared rootfs only where nothing is written back to it
+(stage-out rsyncs with --delete-after into root.path, which would strip the shared rootfs
+of the proc/ and sys/ that stage-in excludes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from conftest import Cluster
+
+REPO = Path(__file__).resolve().parents[2]
+SCRUN_STAGE = REPO / ".venv" / "bin" / "scrun-stage"
+SEED_SCRIPT = REPO / "tests" / "lua" / "seed_scrun.lua"
+SCRATCH = Path(f"/run/user/{os.getuid()}/slurm/scrun")
+ENDED = {"CANCELLED", "COMPLETED", "FAILED", "TIMEOUT"}
+
+FAILING_SCRIPT = """\
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
+                              job_env)
+  slurm.log_error("no scratch space on %s", "/scratch")
+  return slurm.ERROR
+end
+function slurm_scrun_stage_out() return slurm.SUCCESS end
+"""
+
+REMOTE_SCRIPT = """\
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
+                              job_env)
+  local status, output = slurm.remote_command("echo on $SLURMD_NODENAME in $SLURM_JOB_ID")
+  return status
+end
+function slurm_scrun_stage_out() return slurm.SUCCESS end
+"""
+
+
+def scrun_stage(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return cluster.run([str(SCRUN_STAGE), *args], timeout=120)
+
+
+def make_bundle(cluster: Cluster, directory: Path, rootfs: Path) -> Path:
+    """`directory/config.json`: the cluster bundle's, with root.path = `rootfs` (absolute)."""
+    config = json.loads((Path(cluster.bundle) / "config.json").read_text())
+    config["root"]["path"] = str(rootfs)
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    return directory
+
+
+@pytest.fixture
+def private_bundle(cluster: Cluster, tmp_path: Path) -> Path:
+    """A bundle with its own copy of the busybox rootfs (stage-out writes into it)."""
+    rootfs = tmp_path / "rootfs"
+    shutil.copytree(Path(cluster.bundle) / "rootfs", rootfs, symlinks=True)
+    return make_bundle(cluster, tmp_path / "bundle", rootfs)
+
+
+@pytest.fixture
+def container_id() -> Iterator[str]:
+    """A fresh id; its scratch copy is removed afterwards if a test left it."""
+    cid = f"stagecli-{uuid.uuid4().hex[:12]}"
+    yield cid
+    shutil.rmtree(SCRATCH / cid, ignore_errors=True)
+
+
+def job_states(cluster: Cluster, container_id: str) -> dict[int, str]:
+    """Every job slurmctld still knows (MinJobAge) whose comment tags `container_id`."""
+    done = cluster.run(["scontrol", "-o", "show", "job"], timeout=30)
+    assert done.returncode == 0 or "No jobs" in done.stdout + done.stderr, done.stderr
+    found = {}
+    for line in done.stdout.splitlines():
+        if f" Comment=scrun:{container_id} " in f" {line} ":
+            job = re.search(r"\bJobId=(\d+)", line)
+            state = re.search(r"\bJobState=(\S+)", line)
+            assert job and state, line
+            found[int(job.group(1))] = state.group(1)
+    return found
+
+
+def job_state(cluster: Cluster, job_id: int) -> str:
+    done = cluster.run(["scontrol", "-o", "show", "job", str(job_id)], timeout=30)
+    assert done.returncode == 0, done.stderr
+    match = re.search(r"\bJobState=(\S+)", done.stdout)
+    assert match, done.stdout
+    return match.group(1)
+
+
+def wait_job_ended(cluster: Cluster, job_id: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (state := job_state(cluster, job_id)) not in ENDED:
+        if time.monotonic() >= deadline:
+            pytest.fail(f"job {job_id} still {state} {timeout:.0f} s after scrun-stage exited")
+        time.sleep(0.2)
+
+
+def reported_job(text: str) -> int:
+    match = re.search(r"^job +(\d+)$", text, re.MULTILINE)
+    assert match, text
+    return int(match.group(1))
+
+
+# ----------------------------------------------------------------------------- by hand
+
+
+def test_in_then_out_with_allocation(
+    cluster: Cluster, private_bundle: Path, container_id: str
+) -> None:
+    """`in` stages the rootfs to scratch and shows how; the job it allocated is gone; the
+    container's writes (simulated) come back with `out`, which removes the scratch copy."""
+    rootfs = private_bundle.parent / "rootfs"
+    staged = SCRATCH / container_id
+    common = ["--bundle", str(private_bundle), "--script", str(SEED_SCRIPT)]
+    common += ["--id", container_id, "--allocate"]
+
+    done = scrun_stage(cluster, "in", *common)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    job_id = reported_job(out)
+    dst_bundle = f"{SCRATCH}//{container_id}/"  # the seed script's own spelling
+    dst_rootfs = f"{dst_bundle}rootfs/"
+    assert "== slurm_scrun_stage_in: ok (status 0" in out, out
+    assert f"\nbundle      {private_bundle} -> {dst_bundle}\n" in out, out
+    assert f"\nroot path   {rootfs} -> {dst_rootfs}\n" in out, out
+    assert "job env     " in out and f"\n  SLURM_JOB_ID={job_id}\n" in out, out
+    rsync = (
+        "/usr/bin/env rsync --exclude sys --exclude proc --numeric-ids --delete-after "
+        f"--ignore-errors --stats -a -- {rootfs}/ {dst_rootfs}/"
+    )
+    assert re.search(r"\[3\] allocator  exit 0 .*\n      \$ " + re.escape(rsync) + "\n", out), out
+    assert "      | Number of files: " in out, out  # rsync's --stats, as the command printed
+    diff = out[out.index("config.json diff\n") :]
+    assert f"  +++ {dst_bundle}config.json\n" in diff, diff
+    assert f'  -    "path": "{rootfs}",\n' in diff, diff
+    assert f'  +    "path": "{dst_rootfs}",\n' in diff, diff
+    assert '  +    "uidMappings": [\n' in diff and '  -    "rlimits": [\n' in diff, diff
+    assert f'  +      "SLURM_JOB_ID={job_id}",\n' in diff, diff
+
+    staged_config = json.loads((staged / "config.json").read_text())
+    assert os.path.normpath(staged_config["root"]["path"]) == str(staged / "rootfs")
+    assert (staged / "rootfs/bin/busybox").read_bytes() == (rootfs / "bin/busybox").read_bytes()
+    wait_job_ended(cluster, job_id)
+    assert job_states(cluster, container_id) == {job_id: "CANCELLED"}
+
+    # What the container would have written, then stage-out by hand.
+    (staged / "rootfs" / "from-the-job").write_text("written in the job\n")
+    done = scrun_stage(cluster, "out", *common, "--staged-bundle", str(staged))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    out_job = reported_job(out)
+    assert "== slurm_scrun_stage_out: ok (status 0" in out, out
+    back = (
+        "/usr/bin/env rsync --numeric-ids --delete-after --ignore-errors --stats -a -- "
+        f"{staged}/rootfs/ {rootfs}/"
+    )
+    assert f"      $ {back}\n" in out, out
+    assert f"      $ /usr/bin/rm --preserve-root=all --one-file-system -dr -- {staged}\n" in out
+    assert (rootfs / "from-the-job").read_text() == "written in the job\n"
+    assert not staged.exists()
+    wait_job_ended(cluster, out_job)
+    assert job_states(cluster, container_id) == {job_id: "CANCELLED", out_job: "CANCELLED"}
+
+
+def test_both_in_an_existing_job(
+    cluster: Cluster, private_bundle: Path, container_id: str, tmp_path: Path
+) -> None:
+    """--job-id: the job env comes from that job's record, the commands run in it, and
+    scrun-stage leaves the job running (it is not its own)."""
+    salloc = cluster.run(
+        ["salloc", "--no-shell", "-N2", "-J", "scrun-stage-cli", f"--comment=scrun:{container_id}"],
+        timeout=60,
+    )
+    match = re.search(r"Granted job allocation (\d+)", salloc.stderr)
+    assert salloc.returncode == 0 and match, salloc.stderr
+    job_id = int(match.group(1))
+    try:
+        done = scrun_stage(
+            cluster, "both", "--bundle", str(private_bundle), "--script", str(SEED_SCRIPT),
+            "--id", container_id, "--job-id", str(job_id), "--format", "json",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        report = json.loads(done.stdout)
+        assert report["job_id"] == job_id and report["exit_status"] == 0
+        assert report["job_env_source"] == f"scontrol show job {job_id}"
+        env = dict(entry.split("=", 1) for entry in report["job_env"])
+        assert env["SLURM_JOB_ID"] == str(job_id)
+        assert env["SLURM_JOB_NUM_NODES"] == "2"
+        assert env["SLURM_JOB_NAME"] == "scrun-stage-cli"
+        assert env["SCRUN_CONTAINER_ID"] == container_id
+        stage_in, stage_out = report["stages"]
+        assert stage_in["ok"] and stage_out["ok"], report
+        assert stage_in["bundle"] == f"{SCRATCH}//{container_id}/"
+        assert stage_out["bundle_before"] == stage_in["bundle"]
+        assert [c["status"] for c in stage_out["commands"]] == [0, 0], stage_out
+        assert not (SCRATCH / container_id).exists()
+
+        # A remote command under scrun-stage is a step of this job, on both its nodes.
+        remote_script = tmp_path / "remote.lua"
+        remote_script.write_text(REMOTE_SCRIPT)
+        done = scrun_stage(
+            cluster, "in", "--bundle", str(private_bundle), "--script", str(remote_script),
+            "--id", container_id, "--job-id", str(job_id), "--format", "json",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        (command,) = json.loads(done.stdout)["stages"][0]["commands"]
+        assert command["kind"] == "remote" and command["status"] == 0, command
+        nodes = cluster.run(["scontrol", "show", "hostnames", env["SLURM_JOB_NODELIST"]])
+        assert sorted(command["output"].splitlines()) == sorted(
+            f"on {node} in {job_id}" for node in nodes.stdout.split()
+        )
+        assert job_state(cluster, job_id) == "RUNNING"
+    finally:
+        cluster.run(["scancel", str(job_id)], timeout=30)
+
+
+# ----------------------------------------------------------------------------- exit codes
+
+
+def test_stage_in_failure_exits_1_and_cancels_its_job(
+    cluster: Cluster, tmp_path: Path, container_id: str
+) -> None:
+    script = tmp_path / "failing.lua"
+    script.write_text(FAILING_SCRIPT)
+    bundle = make_bundle(cluster, tmp_path / "bundle", Path(cluster.bundle) / "rootfs")
+    done = scrun_stage(
+        cluster, "in", "--bundle", str(bundle), "--script", str(script), "--id", container_id,
+        "--allocate",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "== slurm_scrun_stage_in: FAILED (status -1" in done.stdout, done.stdout
+    assert "no scratch space on /scratch" in done.stdout, done.stdout
+    job_id = reported_job(done.stdout)
+    wait_job_ended(cluster, job_id)
+    assert job_states(cluster, container_id) == {job_id: "CANCELLED"}
+
+
+def test_load_error_exits_3_before_any_job(
+    cluster: Cluster, tmp_path: Path, container_id: str
+) -> None:
+    script = tmp_path / "broken.lua"
+    script.write_text("function slurm_scrun_stage_in(\n  return 0\nend\n")
+    bundle = make_bundle(cluster, tmp_path / "bundle", Path(cluster.bundle) / "rootfs")
+    done = scrun_stage(
+        cluster, "in", "--bundle", str(bundle), "--script", str(script), "--id", container_id,
+        "--allocate",
+    )  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.startswith(f"scrun-stage: error: unable to load {script}: {script}:2:")
+    assert done.stdout == ""
+    assert job_states(cluster, container_id) == {}  # not even a cancelled one
