@@ -222,6 +222,10 @@ if [ "$changed" = 1 ] && { alive "$RUN/ourpid.slurmctld" slurmctld || alive "$RU
   "$HARNESS/cluster-down.sh" "$D" >&2 || true
 fi
 
+# Daemons start from the cluster dir, not the caller's cwd: slurmstepd inherits slurmd's
+# cwd, and a caller's directory that later disappears breaks every step's getcwd().
+cd "$D"
+
 # ------------------------------------------------------------------ munged
 if ! alive "$RUN/ourpid.munged" munged; then
   rm -f "$MUNGE_SOCK" "$MUNGE_SOCK.lock"
