@@ -8,26 +8,45 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
-from typing import Any
 
 from scrunlib.errors import InvalidInput
+
+TYPE_CHECKING = False  # `scrun create` imports this: no typing or dataclasses at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_OCI_VERSION = "1.0.0"
 
 
-@dataclass(frozen=True)
 class Bundle:
     """What scrun needs from a bundle: its path and the checked parts of config.json."""
 
-    path: str
-    config: dict[str, Any]
-    rootfs: str  # absolute
-    args: tuple[str, ...]
-    env: tuple[str, ...]
-    terminal: bool
-    oci_version: str
-    annotations: dict[str, str] = field(default_factory=dict)
+    __slots__ = (
+        "annotations",
+        "args",
+        "config",
+        "env",
+        "oci_version",
+        "path",
+        "rootfs",
+        "terminal",
+    )
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        config: dict[str, Any],
+        rootfs: str,
+        args: tuple[str, ...],
+        env: tuple[str, ...],
+        terminal: bool,
+        oci_version: str,
+        annotations: dict[str, str],
+    ) -> None:
+        self.path, self.config, self.rootfs = path, config, rootfs  # rootfs: absolute
+        self.args, self.env, self.terminal = args, env, terminal
+        self.oci_version, self.annotations = oci_version, annotations
 
     @property
     def config_file(self) -> str:

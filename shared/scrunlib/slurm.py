@@ -7,6 +7,8 @@ container id so `squeue`/`scontrol` show it.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import signal
 import subprocess
@@ -58,6 +60,28 @@ def parse_scontrol_record(text: str) -> dict[str, str]:
         if sep:
             record[key] = value
     return record
+
+
+def _read_text(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            return stream.read()
+    except OSError:
+        return ""
+
+
+def _write_text(path: str, text: str) -> None:
+    """Best effort (it is a cache): atomic replace, errors ignored."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
 
 
 def _text(data: str | bytes) -> str:
@@ -169,11 +193,18 @@ def cluster_name(slurm_conf: str) -> str:
 class Slurm:
     """Runs Slurm commands for one slurm.conf, found without relying on PATH."""
 
-    def __init__(self, site: SiteConfig, slurm_conf: str, environ: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        site: SiteConfig,
+        slurm_conf: str,
+        environ: Mapping[str, str] | None = None,
+        version_cache: str | None = None,
+    ):
         self.site = site
         self.slurm_conf = slurm_conf
         self.env = dict(environ or {})
         self.env["SLURM_CONF"] = slurm_conf
+        self.version_cache = version_cache
         self._version: SlurmVersion | None = None
 
     def path(self, name: str) -> str:
@@ -202,11 +233,23 @@ class Slurm:
         return int(code), out, err
 
     def version(self) -> SlurmVersion:
-        if self._version is None:
-            code, out, err = self.run([self.path("srun"), "--version"], timeout=30)
-            if code != 0:
-                raise SlurmError(f"srun --version failed: {last_line(err or out)}")
-            self._version = parse_version(out)
+        """The Slurm version, from `srun --version`; remembered in `version_cache` (a file)
+        for as long as the srun binary is the same one (path, size, modification time)."""
+        if self._version is not None:
+            return self._version
+        srun = self.path("srun")
+        info = os.stat(srun)
+        key = f"{srun} {info.st_size} {info.st_mtime_ns}"
+        cached = _read_text(self.version_cache)
+        if cached.startswith(key + "\n"):
+            self._version = parse_version(cached[len(key) :])
+            return self._version
+        code, out, err = self.run([srun, "--version"], timeout=30)
+        if code != 0:
+            raise SlurmError(f"srun --version failed: {last_line(err or out)}")
+        self._version = parse_version(out)
+        if self.version_cache:
+            _write_text(self.version_cache, f"{key}\n{version_string(self._version)}\n")
         return self._version
 
     def allocate(self, job_name: str, container_id: str, options: Sequence[str]) -> int:

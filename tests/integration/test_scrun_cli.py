@@ -169,7 +169,10 @@ class Scrun:
         return states[-1]
 
     def entries(self) -> list[str]:
-        return sorted(p.name for p in self.root.iterdir()) if self.root.exists() else []
+        """What is left under --root: container state (the .slurm-version cache aside)."""
+        if not self.root.exists():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.name != ".slurm-version")
 
     def assert_root_empty(self) -> None:
         assert self.entries() == [], f"left in --root {self.root}: {self.entries()}"

@@ -120,3 +120,17 @@ def test_step_ids_by_name(fp, slurm):
     client, bindir = slurm
     fp.register([f"{bindir}/squeue", fp.any()], stdout="9.0 other\n9.3 scrun-c1\n9.4 scrun-c1\n")
     assert client.step_ids(9, "scrun-c1") == [3, 4]
+
+
+def test_version_is_cached_per_srun_binary(fp, slurm, tmp_path):
+    client, bindir = slurm
+    cache = str(tmp_path / "version-cache")
+    fp.register([f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
+    first = Slurm(client.site, client.slurm_conf, version_cache=cache)
+    assert first.version() == V2205
+    again = Slurm(client.site, client.slurm_conf, version_cache=cache)
+    assert again.version() == V2205  # from the cache: a second srun call would fail in fp
+    assert fp.call_count([f"{bindir}/srun", "--version"]) == 1
+    (tmp_path / "srun").write_text("#!/bin/sh\n# upgraded\n")
+    fp.register([f"{bindir}/srun", "--version"], stdout="slurm 23.02.1\n")
+    assert Slurm(client.site, client.slurm_conf, version_cache=cache).version() == (23, 2, 1)

@@ -75,7 +75,8 @@ class Anchor:
         self.state = ContainerState.load(spool)
         self.environ = job_options.merge_environment(dict(os.environ), self.bundle.env)
         self.slurm_conf = site.slurm_conf_path(slurm_conf_option, self.environ)
-        self.slurm = Slurm(site, self.slurm_conf)
+        version_cache = os.path.join(spool.root, ".slurm-version")
+        self.slurm = Slurm(site, self.slurm_conf, version_cache=version_cache)
         self.staging = Staging(self.slurm, site)
         self.request: job_options.JobRequest | None = None
         self.job_env: dict[str, str] = {}
@@ -111,6 +112,9 @@ class Anchor:
         state.save(self.spool)
         version = self.slurm.version()
         self.request = job_options.job_request(self.environ, version)
+        for name, alike in job_options.unknown_variables(self.environ).items():
+            hint = f" (did you mean {' or '.join(alike)}?)" if alike else ""
+            log.info(f"ignoring unknown variable {name}{hint}")
         self.staging.load_script()  # a broken scrun.lua fails before any job exists
         if self.bundle.terminal and self.console_socket:
             self._send_console()

@@ -6,14 +6,15 @@ or `error <message>` after it has undone everything. Its exit status is the cont
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from scrunlib import log, siteconfig
-from scrunlib.errors import ScrunError
-from scrunlib.log import INFO, LogSettings
+from scrunlib.errors import ScrunError, UsageError
+from scrunlib.log import ERROR, INFO, LogSettings
+from scrunlib.options import HelpRequested, Opt, one_id, parse, usage_text
 from scrunlib.spool import Spool, validate_id
 
 from scrun_anchor.anchor import Anchor
@@ -37,67 +38,90 @@ class ReadyPipe:
             self.fd = None
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="scrun-anchor",
-        description="Per-container process behind `scrun create` (internal; see scrun --help).",
-    )
-    parser.add_argument("--root", required=True)
-    parser.add_argument("--bundle", required=True)
-    parser.add_argument(
-        "--bundle-is-cwd", action="store_true", help="create was given no --bundle (cwd used)"
-    )
-    parser.add_argument("--ready-fd", type=int)
-    parser.add_argument("--pid-file")
-    parser.add_argument("--console-socket")
-    parser.add_argument("--slurm-conf")
-    parser.add_argument("--stderr-level", type=int, default=0)
-    parser.add_argument("--syslog-level", type=int, default=0)
-    parser.add_argument("--file-level", type=int, default=2)
-    parser.add_argument("--log")
-    parser.add_argument("--log-format", default="json")
-    parser.add_argument("--version", action="version", version="scrun-anchor (scrun) 0.1.0")
-    parser.add_argument("container_id")
-    return parser.parse_args(argv)
+OPTIONS = (
+    Opt("root", value=True, help="the runtime root holding the spool directory"),
+    Opt("bundle", value=True, help="the bundle create was given"),
+    Opt("bundle-is-cwd", help="create was given no --bundle (its cwd is used)"),
+    Opt("ready-fd", value=True, help="report `created <pid>` or `error <msg>` here"),
+    Opt("pid-file", value=True, help="write our pid here once created"),
+    Opt("console-socket", value=True, help="send the pty master here"),
+    Opt("slurm-conf", value=True, help="slurm.conf (scrun -f)"),
+    Opt("stderr-level", value=True, help="scrun's stderr level (for anchor.log)"),
+    Opt("syslog-level", value=True, help="syslog level"),
+    Opt("file-level", value=True, help="--log file level"),
+    Opt("log", value=True, help="the caller's --log file (used once created)"),
+    Opt("log-format", value=True, help="json or text"),
+)
+USAGE = usage_text(
+    "scrun-anchor --root DIR --bundle DIR [OPTIONS] CONTAINER-ID",
+    "The per-container process behind `scrun create` (internal: started by scrun, one per\n"
+    "container; its exit status is the container's). getopt, not argparse: it starts on\n"
+    "every container's critical path.",
+    OPTIONS,
+)
+
+
+def _number(values: dict[str, Any], name: str, default: int) -> int:
+    try:
+        return int(values.get(name, default))
+    except ValueError:
+        raise UsageError(f"--{name} takes a number") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    ready = ReadyPipe(args.ready_fd)
     try:
-        spool = Spool(args.root, validate_id(args.container_id))
+        values, words = parse(
+            sys.argv[1:] if argv is None else argv, OPTIONS, USAGE, what="scrun-anchor"
+        )
+    except HelpRequested as help_request:
+        sys.stdout.write(help_request.text)
+        return 0
+    except UsageError as exc:
+        sys.stderr.write(f"scrun-anchor: {exc.message}\n")
+        return 2
+    ready = ReadyPipe(_number(values, "ready-fd", -1) if "ready-fd" in values else None)
+    try:
+        (container_id,) = one_id(words, "scrun-anchor")
+        if not values.get("root") or not values.get("bundle"):
+            raise UsageError("--root and --bundle are required")
+        spool = Spool(values["root"], validate_id(container_id))
         # fd 2 belongs to the container: our lines go to anchor.log, and to the --log file
         # once create has returned (until then create reports; podman wants one line).
+        file_level = _number(values, "file-level", ERROR)
         settings = LogSettings(
             stderr=0,
-            syslog=args.syslog_level,
-            file=args.file_level,
-            log_format=args.log_format,
+            syslog=_number(values, "syslog-level", 0),
+            file=file_level,
+            log_format=values.get("log-format", "json"),
             extra_file=spool.log_file,
-            extra_level=max(INFO, args.stderr_level, args.file_level),
+            extra_level=max(INFO, _number(values, "stderr-level", INFO), file_level),
             program="scrun-anchor",
         )
         log.configure(settings)
         sys.stderr = open(spool.log_file, "a", encoding="utf-8")  # noqa: SIM115 - for tracebacks
         anchor = Anchor(
             spool=spool,
-            bundle_path=args.bundle,
-            bundle_given=not args.bundle_is_cwd,
-            pid_file=args.pid_file,
-            console_socket=args.console_socket,
-            slurm_conf_option=args.slurm_conf,
+            bundle_path=values["bundle"],
+            bundle_given=not values.get("bundle-is-cwd"),
+            pid_file=values.get("pid-file"),
+            console_socket=values.get("console-socket"),
+            slurm_conf_option=values.get("slurm-conf"),
             site=siteconfig.load(),
-            log_file=args.log,
-            log_format=args.log_format,
+            log_file=values.get("log"),
+            log_format=settings.log_format,
         )
         anchor.create()
     except ScrunError as exc:
         ready.send(f"error {exc.message}")
         return 1
     ready.send(f"created {os.getpid()}")
-    settings.log_file = args.log
+    settings.log_file = values.get("log")
     log.configure(settings)
-    return anchor.serve()
+    code = anchor.serve()
+    # Everything is cleaned up and every log line written (sinks append synchronously);
+    # skip the interpreter's teardown: podman is waiting for this exit.
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

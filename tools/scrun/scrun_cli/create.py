@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 from scrunlib import bundle as bundles
 from scrunlib.errors import InvalidInput, ScrunError
+from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
 
 from scrun_cli.context import Context
-from scrun_cli.options import Opt, one_id, parse, usage_text
 
 OPTIONS = (
     Opt("bundle", "b", value=True, help="bundle directory (default: the current directory)"),

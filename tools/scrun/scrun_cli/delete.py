@@ -14,11 +14,11 @@ from collections.abc import Sequence
 
 from scrunlib import log
 from scrunlib.errors import ContainerNotFound
+from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, process_alive
 
 from scrun_cli.context import Context
-from scrun_cli.options import Opt, one_id, parse, usage_text
 
 OPTIONS = (Opt("force", "f", help="succeed even if the container does not exist"),)
 USAGE = usage_text(

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 from scrunlib import log, protocol
 from scrunlib.errors import InvalidInput
+from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.state import ContainerState, Status
 
 from scrun_cli.context import Context
-from scrun_cli.options import Opt, one_id, parse, usage_text
 
 OPTIONS = (Opt("all", "a", ignored=True, help="signal all processes (always the case)"),)
 USAGE = usage_text(

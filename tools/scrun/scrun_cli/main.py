@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from scrunlib import log
 from scrunlib.errors import ScrunError, UsageError
 from scrunlib.log import LogSettings, parse_level
+from scrunlib.options import HelpRequested, Opt, parse, usage_text
 
 from scrun_cli.context import Context
-from scrun_cli.options import HelpRequested, Opt, parse, usage_text
 
 TYPE_CHECKING = False  # typing costs milliseconds on every call
 if TYPE_CHECKING:

@@ -10,12 +10,12 @@ from types import FrameType
 
 from scrunlib import protocol
 from scrunlib.errors import ScrunError
+from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.state import ContainerState
 
 from scrun_cli.context import Context
 from scrun_cli.create import create_container
 from scrun_cli.delete import delete_container
-from scrun_cli.options import Opt, one_id, parse, usage_text
 
 OPTIONS = (
     Opt("bundle", "b", value=True, help="bundle directory (default: the current directory)"),

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 from scrunlib import protocol
 from scrunlib.errors import StateError
+from scrunlib.options import one_id, parse, usage_text
 from scrunlib.state import ContainerState, Status
 
 from scrun_cli.context import Context
-from scrun_cli.options import one_id, parse, usage_text
 
 USAGE = usage_text(
     "scrun start CONTAINER-ID",

@@ -6,10 +6,10 @@ import json
 import sys
 from collections.abc import Sequence
 
+from scrunlib.options import one_id, parse, usage_text
 from scrunlib.state import ContainerState
 
 from scrun_cli.context import Context
-from scrun_cli.options import one_id, parse, usage_text
 
 USAGE = usage_text(
     "scrun state CONTAINER-ID",

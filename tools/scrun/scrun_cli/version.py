@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from scrunlib import OCI_VERSION, __version__
 from scrunlib.errors import ScrunError
+from scrunlib.options import parse, usage_text
 
 from scrun_cli.context import Context
-from scrun_cli.options import parse, usage_text
 
 USAGE = usage_text("scrun version", "Print scrun's, the OCI spec's and Slurm's versions.", ())
 
