@@ -395,6 +395,72 @@ def test_delete_after_the_anchor_was_killed(cluster: Cluster, scrun: Scrun) -> N
     )
 
 
+def test_job_cancelled_from_outside_ends_the_container(cluster: Cluster, scrun: Scrun) -> None:
+    state = start_sleeper(cluster, scrun, "outside")
+    anchor, job_id = state["pid"], state["jobId"]
+    wait_for("the step's srun", lambda: bool(sruns_of_job(job_id)), 10, lambda: "none")
+
+    assert cluster.run(["scancel", str(job_id)]).returncode == 0
+    stopped = scrun.wait_status("outside", "stopped", STOP_TIMEOUT)
+    assert stopped["exitCode"] != 0, stopped  # the container did not finish on its own
+    wait_for("the anchor's exit", lambda: not process_running(anchor), 10, lambda: str(anchor))
+    assert "CANCELLED" in (scrun.root / "outside" / "anchor.log").read_text()
+
+    assert scrun("delete", "outside").returncode == 0
+    scrun.assert_root_empty()
+    wait_job_gone(cluster, job_id)
+
+
+def test_sigint_to_the_anchor_ends_job_and_container(cluster: Cluster, scrun: Scrun) -> None:
+    state = start_sleeper(cluster, scrun, "interrupted")
+    anchor, job_id = state["pid"], state["jobId"]
+
+    os.kill(anchor, signal.SIGINT)
+    wait_for("the anchor's exit", lambda: not process_running(anchor), STOP_TIMEOUT, str)
+    stopped = scrun.state("interrupted")
+    assert stopped["status"] == "stopped" and stopped["exitCode"] == 137, stopped
+    wait_job_gone(cluster, job_id)
+    assert not sruns_of_job(job_id)
+    assert scrun("delete", "interrupted").returncode == 0
+    scrun.assert_root_empty()
+
+
+def test_delete_while_the_allocation_is_pending(cluster: Cluster, scrun: Scrun) -> None:
+    """The job waits for another job (a dependency); delete must revoke it, and create
+    must fail with a message saying why, leaving nothing."""
+    blocker = cluster.run(["salloc", "--no-shell", "-J", "scrun-blocker"])
+    blocker_id = int(re.findall(r"allocation (\d+)", blocker.stderr)[0])
+    try:
+        bundle = make_bundle(cluster, scrun.tmp / "bundle-pending", ["true"])
+        (scrun.tmp / "io").mkdir(exist_ok=True)
+        with (scrun.tmp / "io" / "pending.err").open("w") as err:
+            create = subprocess.Popen(
+                [SCRUN, "--root", str(scrun.root), "create", "--bundle", str(bundle), "pending"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                env={**cluster.env, "SCRUN_DEPENDENCY": f"afterany:{blocker_id}"},
+            )  # fmt: skip
+            wait_for(
+                "creating",
+                lambda: '"creating"' in scrun("state", "pending").stdout,
+                10,
+                str,
+            )
+            wait_for(
+                "a pending job of ours",
+                lambda: "PENDING" in cluster.run(["squeue", "-h", "-o", "%T %k"]).stdout,
+                10,
+                str,
+            )
+            assert scrun("delete", "pending", timeout=60).returncode == 0
+            assert create.wait(timeout=30) != 0
+        assert "cancelled" in (scrun.tmp / "io" / "pending.err").read_text()
+        scrun.assert_root_empty()
+        queue = cluster.run(["squeue", "-h", "-o", "%k"]).stdout
+        assert "scrun:pending" not in queue
+    finally:
+        cluster.run(["scancel", str(blocker_id)])
+
+
 # ----------------------------------------------------------------------------- version
 
 

@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import termios
+import time
 from types import FrameType
 from typing import Any
 
@@ -423,8 +424,13 @@ class Anchor:
         state = self.state
         if state.job_id is None or state.existing_job:
             return
+        deadline = time.monotonic() + 2.0
         try:
             job_state = self.slurm.job_record(state.job_id).get("JobState", "")
+            # An ending job shows COMPLETING for a moment before it says how it ended.
+            while job_state == "COMPLETING" and time.monotonic() < deadline:
+                time.sleep(0.1)
+                job_state = self.slurm.job_record(state.job_id).get("JobState", "")
         except SlurmError:
             return
         if job_state in ("TIMEOUT", "CANCELLED", "FAILED", "NODE_FAIL", "PREEMPTED", "DEADLINE"):

@@ -69,7 +69,10 @@ def release_leftovers(ctx: Context, state: ContainerState) -> None:
 def delete_container(ctx: Context, spool: Spool, state: ContainerState) -> None:
     if state.anchor_alive():
         stop_anchor(ctx, state)
-        state = ContainerState.load(spool)
+        try:
+            state = ContainerState.load(spool)
+        except ContainerNotFound:
+            return  # it was still being created: the failed `create` has cleaned up
     release_leftovers(ctx, state)
     spool.remove()
 
