@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import grp
 import os
-import pwd
 import selectors
 import signal
 import socket
@@ -27,10 +25,10 @@ from types import FrameType
 from typing import Any
 
 from scrunlib import bundle as bundles
-from scrunlib import job_options, log, protocol
+from scrunlib import job_options, jobenv, log, protocol
 from scrunlib.errors import ScrunError, SlurmError, StateError
 from scrunlib.siteconfig import SiteConfig
-from scrunlib.slurm import Slurm, StepCommand, cluster_name, step_argv, supports_container_id
+from scrunlib.slurm import Slurm, StepCommand, step_argv
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status, process_start_time
 
@@ -170,39 +168,18 @@ class Anchor:
     def _job_environment(
         self, version: tuple[int, int, int], record: dict[str, str]
     ) -> dict[str, str]:
-        """The job env: SLURM_* of the allocation plus the SCRUN_* output variables; what
-        scrun.lua's hooks see and what its commands (and the container's srun) run with."""
-        state = self.state
-        env = job_options.job_environment(
-            record, cluster_name(self.slurm_conf), os.uname().nodename
+        """What scrun.lua's hooks, their commands and the container's srun run with."""
+        return jobenv.container_job_env(
+            slurm_part=jobenv.slurm_part(record, self.slurm_conf),
+            bundle=self.bundle,
+            submission_bundle=self.submission_bundle,
+            spool=self.spool,
+            anchor_pid=os.getpid(),
+            pid_file=self.pid_file,
+            log_file=self.log_file,
+            log_format=self.log_format,
+            version=version,
         )
-        uid, gid = os.getuid(), os.getgid()
-        env.update(
-            job_options.output_variables(
-                oci_version=self.bundle.oci_version,
-                container_id=state.id,
-                anchor_pid=os.getpid(),
-                bundle=self.bundle.path,
-                submission_bundle=self.submission_bundle or "",
-                annotations=self.bundle.annotations,
-                pid_file=self.pid_file or "",
-                socket=self.spool.socket,
-                spool_dir=self.spool.dir_for_scripts,
-                config_file=self.bundle.config_file,
-                user=_name(pwd.getpwuid, uid, "pw_name"),
-                user_id=uid,
-                group=_name(grp.getgrgid, gid, "gr_name"),
-                group_id=gid,
-                root=self.spool.root,
-                rootfs_path=self.bundle.rootfs,
-                log_file=self.log_file,
-                log_format=self.log_format if self.log_file else None,
-            )
-        )
-        env["SLURM_CONTAINER"] = self.bundle.path
-        if supports_container_id(version):
-            env["SLURM_CONTAINER_ID"] = state.id
-        return env
 
     def _send_console(self) -> None:
         """Hand the pty master to the caller's console socket: one byte + SCM_RIGHTS."""
@@ -454,13 +431,6 @@ class Anchor:
             self.server = None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.spool.socket)
-
-
-def _name(lookup: Any, number: int, attribute: str) -> str:
-    try:
-        return str(getattr(lookup(number), attribute))
-    except KeyError:
-        return ""
 
 
 def _drain(fd: int) -> None:

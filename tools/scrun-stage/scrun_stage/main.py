@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import grp
 import json
 import os
-import pwd
 import sys
 import time
 from collections.abc import Sequence
@@ -21,7 +19,7 @@ from typing import Any, NoReturn
 
 import scrunlib
 from scrunlib import bundle as bundles
-from scrunlib import job_options, log, siteconfig, spool
+from scrunlib import jobenv, log, siteconfig, spool
 from scrunlib.errors import LuaError, ScrunError, UsageError
 from scrunlib.lua.stage import (
     LogRecord,
@@ -31,7 +29,7 @@ from scrunlib.lua.stage import (
     SubprocessRunner,
     find_script,
 )
-from scrunlib.slurm import Slurm, cluster_name, supports_container_id
+from scrunlib.slurm import Slurm, SlurmVersion, cluster_name
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOAD = 0, 1, 2, 3
 
@@ -216,11 +214,9 @@ def run(args: argparse.Namespace) -> Report:
     if job_id is None:
         job_id = slurm.allocate("scrun-stage", container_id, args.salloc_arg)
     try:
-        root = args.root or spool.default_root(os.environ)
-        spool_dir = os.path.join(spool.Spool(root, container_id).path, "")
-        job_env, job_env_source = job_environment(
-            bundle, container_id, root, spool_dir, job_id, slurm
-        )
+        container_spool = spool.Spool(args.root or spool.default_root(os.environ), container_id)
+        spool_dir = container_spool.dir_for_scripts
+        job_env, job_env_source = job_environment(bundle, container_spool, job_id, slurm)
         ctx = StageContext(
             container_id=container_id,
             bundle=bundle.path,
@@ -296,67 +292,39 @@ def _existing_job(args: argparse.Namespace) -> int | None:
 
 
 def job_environment(
-    bundle: bundles.Bundle,
-    container_id: str,
-    root: str,
-    spool_dir: str,
-    job_id: int,
-    slurm: Slurm,
+    bundle: bundles.Bundle, container_spool: spool.Spool, job_id: int, slurm: Slurm
 ) -> tuple[list[str], str]:
-    """The job env the hooks and their commands see, built as the anchor builds it (so it
-    is exactly what the anchor would pass): the job's SLURM_* variables from its `scontrol`
-    record, the SCRUN_* output variables and SLURM_CONTAINER(_ID); nothing of this shell's
+    """The job env the hooks and their commands see, built by the anchor's own code
+    (scrunlib.jobenv), so it is exactly what the anchor would pass; nothing of this shell's
     environment. Without a job record (no cluster reachable, an unknown job) only
     SLURM_JOB_ID/SLURM_JOBID/SLURM_CLUSTER_NAME stand in for the record's variables.
     Returns the env (`NAME=VALUE`) and where its SLURM_* part came from, for the report."""
-    name = cluster_name(slurm.slurm_conf)
-    submit_host = os.uname().nodename
     try:
-        env = job_options.job_environment(slurm.job_record(job_id), name, submit_host)
+        slurm_part = jobenv.slurm_part(slurm.job_record(job_id), slurm.slurm_conf)
         source = f"scontrol show job {job_id}"
     except ScrunError as exc:
         log.verbose(f"no job record for job {job_id}: {exc.message}")
-        env = {"SLURM_JOB_ID": str(job_id), "SLURM_JOBID": str(job_id)}
-        if name:
-            env["SLURM_CLUSTER_NAME"] = name
+        slurm_part = {"SLURM_JOB_ID": str(job_id), "SLURM_JOBID": str(job_id)}
+        if name := cluster_name(slurm.slurm_conf):
+            slurm_part["SLURM_CLUSTER_NAME"] = name
         source = f"no job record ({exc.message}): SLURM_* variables incomplete"
-    uid, gid = os.getuid(), os.getgid()
-    env.update(
-        job_options.output_variables(
-            oci_version=bundle.oci_version,
-            container_id=container_id,
-            anchor_pid=os.getpid(),
-            bundle=bundle.path,
-            submission_bundle=bundle.path,
-            annotations=bundle.annotations,
-            pid_file="",
-            socket=spool.Spool(root, container_id).socket,
-            spool_dir=spool_dir,
-            config_file=bundle.config_file,
-            user=_name(pwd.getpwuid, uid, "pw_name"),
-            user_id=uid,
-            group=_name(grp.getgrgid, gid, "gr_name"),
-            group_id=gid,
-            root=root,
-            rootfs_path=bundle.rootfs,
-            log_file=None,
-            log_format=None,
-        )
-    )
-    env["SLURM_CONTAINER"] = bundle.path
     try:
-        if supports_container_id(slurm.version()):
-            env["SLURM_CONTAINER_ID"] = container_id
+        version: SlurmVersion | None = slurm.version()
     except ScrunError as exc:
         log.verbose(f"Slurm version unknown ({exc.message}): no SLURM_CONTAINER_ID")
+        version = None
+    env = jobenv.container_job_env(
+        slurm_part=slurm_part,
+        bundle=bundle,
+        submission_bundle=bundle.path,
+        spool=container_spool,
+        anchor_pid=os.getpid(),
+        pid_file=None,
+        log_file=None,
+        log_format=None,
+        version=version,
+    )
     return [f"{key}={value}" for key, value in env.items()], source
-
-
-def _name(lookup: Any, number: int, attribute: str) -> str:
-    try:
-        return str(getattr(lookup(number), attribute))
-    except KeyError:
-        return ""
 
 
 # -- reports -----------------------------------------------------------------------------
