@@ -68,7 +68,7 @@ def parse(
     usage: str,
     *,
     stop_at_first_word: bool = False,
-    what: str = "scrun",
+    what: str = "",
 ) -> tuple[dict[str, Any], list[str]]:
     """Parse `argv`; returns ({long name: value, True or count}, positional words).
 
@@ -77,10 +77,10 @@ def parse(
     shortopts = "".join(o.short + (":" if o.value else "") for o in everything if o.short)
     longopts = [o.long + ("=" if o.value else "") for o in everything]
     parser = getopt.getopt if stop_at_first_word else getopt.gnu_getopt
+    prefix = f"{what}: " if what else ""
     try:
         parsed, words = parser(list(argv), shortopts, longopts)
     except getopt.GetoptError as exc:
-        prefix = "" if what == "scrun" else f"{what}: "
         raise UsageError(f"{prefix}{_explain(exc)}") from None
     by_flag = {f"--{o.long}": o for o in everything} | {
         f"-{o.short}": o for o in everything if o.short
@@ -91,7 +91,7 @@ def parse(
         if opt is HELP:
             raise HelpRequested(usage)
         if opt.ignored:
-            log.debug(f"{what}: ignoring option {flag}{'=' + value if opt.value else ''}")
+            log.debug(f"{prefix}ignoring option {flag}{'=' + value if opt.value else ''}")
         elif opt.repeat:
             values[opt.long] = values.get(opt.long, 0) + 1
         else:

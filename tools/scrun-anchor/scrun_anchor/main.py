@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import scrunlib
 from scrunlib import log, siteconfig
 from scrunlib.errors import ScrunError, UsageError
 from scrunlib.log import ERROR, INFO, LogSettings
@@ -51,6 +52,7 @@ OPTIONS = (
     Opt("file-level", value=True, help="--log file level"),
     Opt("log", value=True, help="the caller's --log file (used once created)"),
     Opt("log-format", value=True, help="json or text"),
+    Opt("version", help="print the version and exit"),
 )
 USAGE = usage_text(
     "scrun-anchor --root DIR --bundle DIR [OPTIONS] CONTAINER-ID",
@@ -70,15 +72,16 @@ def _number(values: dict[str, Any], name: str, default: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        values, words = parse(
-            sys.argv[1:] if argv is None else argv, OPTIONS, USAGE, what="scrun-anchor"
-        )
+        values, words = parse(sys.argv[1:] if argv is None else argv, OPTIONS, USAGE)
     except HelpRequested as help_request:
         sys.stdout.write(help_request.text)
         return 0
     except UsageError as exc:
-        sys.stderr.write(f"scrun-anchor: {exc.message}\n")
+        sys.stderr.write(f"scrun-anchor: error: {exc.message}\n")
         return 2
+    if values.get("version"):
+        sys.stdout.write(f"scrun-anchor (scrun) {scrunlib.__version__}\n")
+        return 0
     ready = ReadyPipe(_number(values, "ready-fd", -1) if "ready-fd" in values else None)
     try:
         (container_id,) = one_id(words, "scrun-anchor")

@@ -108,6 +108,9 @@ def _context(values: dict[str, Any]) -> Context:
 def main(argv: Sequence[str] | None = None) -> int:
     words = _normalise_rootless(list(sys.argv[1:] if argv is None else argv))
     try:
+        # The SCRUN_*DEBUG levels apply from the start (to the ignored-option debug lines);
+        # -v, --debug and --log once the global options are known.
+        log.configure(LogSettings.from_env(os.environ))
         values, rest = parse(words, GLOBAL_OPTIONS, USAGE, stop_at_first_word=True)
         if values.get("version"):
             rest = ["version"]
