@@ -829,6 +829,23 @@ def markdown_table() -> str:
         "  Slurm version that has them.",
         "* Values are checked here first; Slurm accepts some that it then ignores or",
         "  misreads (`--time=soon` fails, but `--switches=2@soon` does not).",
+        "",
+        "## Output variables, and what the container sees",
+        "",
+        "scrun sets these in the job environment: `scrun.lua`'s `job_env`, the environment of",
+        "`slurm.allocator_command` / `slurm.remote_command`, and the container step's srun:",
+        "",
+        ", ".join(f"`{name}`" for name in OUTPUT_VARIABLES) + f", `{ANNOTATION_PREFIX}<key>`",
+        "(one per annotation), plus the job's `SLURM_*` variables (`SLURM_JOB_ID`,",
+        "`SLURM_JOB_NODELIST`, `SLURM_JOB_NUM_NODES`, `SLURM_CLUSTER_NAME`,",
+        "`SLURM_JOB_PARTITION`, …) and `SLURM_CONTAINER` (`SLURM_CONTAINER_ID` on Slurm ≥ 23.02).",
+        "",
+        "The container itself sees its own `config.json` `process.env` (what `-e` gave it) plus",
+        "the variables slurmstepd sets for every step task (`SLURM_JOB_ID`, `SLURM_STEP_ID`, …).",
+        "The SCRUN_* output variables do **not** reach it: the step runs with `srun",
+        "--export=NONE`, as upstream, so the host's environment and scrun's bookkeeping stay",
+        "out of the container. A site that wants them inside can append `job_env` to",
+        "`process.env` in its `scrun.lua` (the man page's example does).",
     ]
     return "\n".join(lines) + "\n"
 

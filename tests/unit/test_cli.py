@@ -126,3 +126,8 @@ def test_create_with_bad_bundle_leaves_nothing(root, tmp_path, capsys):
     assert main(["create", "--bundle", str(tmp_path / "b"), "c1"]) == 1
     assert "process.args" in one_error_line(capsys)
     assert not (root / "c1").exists()
+
+
+def test_runc_commands_scrun_does_not_have_say_so(root, capsys):
+    assert main(["exec", "--process", "p.json", "x"]) == 1
+    assert "does not support 'exec'" in one_error_line(capsys)

@@ -1,5 +1,6 @@
 """SCRUN_* variables → Slurm options; the job and output environments (no cluster needed)."""
 
+import os
 import re
 import subprocess
 import sys
@@ -118,7 +119,10 @@ def test_module_entry_prints_the_docs_and_imports_only_the_standard_library():
         "import runpy, sys; runpy.run_module('scrunlib.job_options', run_name='__main__');"
         "heavy = {'plumbum', 'loguru', 'lupa'} & set(sys.modules); assert not heavy, heavy"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    source = {**os.environ, "PYTHONPATH": str(REPO / "shared")}  # this tree, not the venv's copy
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=source
+    )
     assert out.stdout == markdown_table()
 
 

@@ -34,6 +34,21 @@ COMMANDS = {
     "version": "print scrun's, the OCI spec's and Slurm's versions",
 }
 
+# runc/crun commands a client may try: a clear "no" instead of "unknown command".
+NOT_SUPPORTED = {
+    "exec": "a container is one Slurm job step; start another container instead",
+    "pause": "Slurm job steps cannot be paused through scrun",
+    "resume": "Slurm job steps cannot be paused through scrun",
+    "ps": "the container's processes run on the compute nodes (see squeue -s)",
+    "update": "a running job's resources are Slurm's to change (scontrol update)",
+    "checkpoint": "checkpointing is not supported",
+    "restore": "checkpointing is not supported",
+    "features": "not implemented",
+    "spec": "not implemented",
+    "list": "not implemented (containers are listed by podman and squeue)",
+    "events": "not implemented",
+}
+
 GLOBAL_OPTIONS = (
     Opt("root", value=True, help="directory for container state (default: see below)"),
     Opt("log", value=True, help="also write log lines to this file"),
@@ -121,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not rest:
             raise UsageError("no command given (try `scrun --help`)")
         command = rest[0].lower()
+        if command in NOT_SUPPORTED:
+            raise ScrunError(f"scrun does not support {command!r}: {NOT_SUPPORTED[command]}")
         if command not in COMMANDS:
             raise UsageError(f"unknown command {rest[0]!r} (commands: {', '.join(COMMANDS)})")
         module = importlib.import_module(f"scrun_cli.{command if command != 'run' else 'run_cmd'}")
