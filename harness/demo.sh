@@ -11,7 +11,7 @@ sinfo
 say "podman --runtime scrun run --rm localhost/busybox echo hello from a Slurm job"
 podman --runtime scrun run --rm localhost/busybox echo hello from a Slurm job
 
-say "podman --runtime scrun run --rm localhost/busybox sh -c 'echo job \$SLURM_JOB_ID on \$(hostname); exit 3'; echo exit code \$?"
+say "podman --runtime scrun run --rm localhost/busybox sh -c 'echo job \$SLURM_JOB_ID, step \$SLURM_STEP_ID; exit 3'; echo exit code \$?"
 rc=0
 podman --runtime scrun run --rm localhost/busybox \
   sh -c 'echo "job $SLURM_JOB_ID, step $SLURM_STEP_ID"; exit 3' 2>/dev/null || rc=$?
