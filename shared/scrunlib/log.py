@@ -149,10 +149,6 @@ def log(level: int, message: str) -> None:
     _loguru().bind(slurm_level=level).log(LEVEL_NAMES[level].upper(), message)
 
 
-def fatal(message: str) -> None:
-    log(FATAL, message)
-
-
 def error(message: str) -> None:
     log(ERROR, message)
 

@@ -530,7 +530,7 @@ def _string_argument(name: str, args: Sequence[Any]) -> str:
     raise _Refused(f"bad argument #1 to 'slurm.{name}' (string expected, got {_type(value)})")
 
 
-def _refuse_attribute(obj: object, name: object, is_setting: bool) -> object:
+def _refuse_attribute(obj: object, name: object, _is_setting: bool) -> object:
     """lupa's attribute filter: Lua never reads or writes attributes of Python objects."""
     raise AttributeError("Python attributes are not accessible from scrun.lua")
 

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from scrunlib.errors import LuaError
 from scrunlib.lua import api
 from scrunlib.lua.commands import CommandRecord, CommandRunner, RecordingRunner, SubprocessRunner
 
@@ -82,12 +81,6 @@ class StageResult:
     logs: list[LogRecord] = field(default_factory=list)
     seconds: float = 0.0
     traceback: str = ""
-
-    def raise_for_status(self) -> StageResult:
-        """The anchor's shortcut: a failed hook becomes a LuaError with the script's reason."""
-        if not self.ok:
-            raise LuaError(self.message)
-        return self
 
 
 def find_script(slurm_conf_path: str) -> str:

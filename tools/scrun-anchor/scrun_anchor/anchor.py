@@ -111,6 +111,9 @@ class Anchor:
         state.save(self.spool)
         version = self.slurm.version()
         self.request = job_options.job_request(self.environ, version)
+        if self.request.ignored_variables:
+            names = ", ".join(self.request.ignored_variables)
+            log.info(f"running in existing job {self.request.existing_job_id}: ignoring {names}")
         for name, alike in job_options.unknown_variables(self.environ).items():
             hint = f" (did you mean {' or '.join(alike)}?)" if alike else ""
             log.info(f"ignoring unknown variable {name}{hint}")
