@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from scrunlib.errors import InvalidInput
+from scrunlib.errors import InvalidInput, reason
 
 TYPE_CHECKING = False  # `scrun create` imports this: no typing or dataclasses at run time
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def load(path: str) -> Bundle:
     except FileNotFoundError:
         raise InvalidInput(f"bundle {path} has no config.json") from None
     except OSError as exc:
-        raise InvalidInput(f"cannot read {config_file}: {exc.strerror}") from exc
+        raise InvalidInput(f"cannot read {config_file}: {reason(exc)}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{config_file} is not valid JSON: {exc}") from exc
     return parse(path, config)

@@ -59,3 +59,13 @@ class AnchorError(ScrunError):
 
 class LuaError(ScrunError):
     """scrun.lua could not be loaded or one of its hooks failed."""
+
+
+def reason(exc: OSError) -> str:
+    """Why an OS call failed, worded for users. Never "No such file or directory": podman
+    and docker turn that phrase in a runtime's error into "command not found" (exit 127)."""
+    import errno
+
+    if exc.errno == errno.ENOENT:
+        return "it does not exist"
+    return exc.strerror or str(exc)

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from scrunlib.errors import InvalidInput
+from scrunlib.errors import InvalidInput, reason
 
 TYPE_CHECKING = False  # typing, dataclasses and datetime cost milliseconds per call
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def configure(settings: LogSettings) -> None:
                 pass
         except OSError as exc:
             _settings.log_file = None
-            raise InvalidInput(f"cannot open log file {settings.log_file}: {exc.strerror}") from exc
+            raise InvalidInput(f"cannot open log file {settings.log_file}: {reason(exc)}") from exc
 
 
 def settings() -> LogSettings:

@@ -13,7 +13,7 @@ import os
 import socket
 import struct
 
-from scrunlib.errors import AnchorError
+from scrunlib.errors import AnchorError, reason
 from scrunlib.spool import socket_address
 
 TYPE_CHECKING = False  # typing costs milliseconds on every call
@@ -37,8 +37,8 @@ def request(socket_path: str, message: dict[str, Any], timeout: float = 30.0) ->
     except TimeoutError:
         raise AnchorError("the container's anchor did not answer in time") from None
     except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise AnchorError(f"cannot talk to the container's anchor: {reason}") from exc
+        why = reason(exc) if isinstance(exc, OSError) else str(exc)
+        raise AnchorError(f"cannot talk to the container's anchor: {why}") from exc
     finally:
         if dirfd is not None:
             os.close(dirfd)

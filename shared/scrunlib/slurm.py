@@ -18,7 +18,7 @@ from typing import Any
 
 from plumbum import ProcessExecutionError, local
 
-from scrunlib.errors import SlurmError
+from scrunlib.errors import SlurmError, reason
 from scrunlib.siteconfig import SiteConfig
 
 SlurmVersion = tuple[int, int, int]
@@ -220,7 +220,7 @@ class Slurm:
         try:
             return subprocess.Popen(list(argv), env=dict(env), **kwargs)
         except OSError as exc:
-            raise SlurmError(f"cannot run {argv[0]}: {exc.strerror}") from exc
+            raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc
 
     def run(self, argv: Sequence[str], timeout: float = 60.0) -> tuple[int, str, str]:
         """Run to completion; returns (status, stdout, stderr) and never raises on status."""
@@ -229,7 +229,7 @@ class Slurm:
         except ProcessExecutionError as exc:  # pragma: no cover - retcode=None prevents it
             return int(exc.retcode or 1), str(exc.stdout), str(exc.stderr)
         except OSError as exc:
-            raise SlurmError(f"cannot run {argv[0]}: {exc.strerror}") from exc
+            raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc
         return int(code), out, err
 
     def version(self) -> SlurmVersion:

@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from scrunlib.errors import ContainerExists, InvalidInput, ScrunError
+from scrunlib.errors import ContainerExists, InvalidInput, ScrunError, reason
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 MAX_ID_LENGTH = 1024
@@ -102,7 +102,7 @@ class Spool:
         except FileExistsError:
             raise ContainerExists(self.container_id) from None
         except OSError as exc:
-            raise ScrunError(f"cannot create spool directory {self.path}: {exc.strerror}") from exc
+            raise ScrunError(f"cannot create spool directory {self.path}: {reason(exc)}") from exc
 
     def remove(self) -> None:
         import shutil
@@ -115,7 +115,7 @@ def make_root(root: str) -> None:
     try:
         os.makedirs(root, mode=0o700, exist_ok=True)
     except OSError as exc:
-        raise ScrunError(f"cannot create runtime root {root}: {exc.strerror}") from exc
+        raise ScrunError(f"cannot create runtime root {root}: {reason(exc)}") from exc
 
 
 def socket_address(path: str) -> tuple[str, int | None]:

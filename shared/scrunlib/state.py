@@ -17,7 +17,7 @@ import os
 import time
 from enum import StrEnum
 
-from scrunlib.errors import ContainerNotFound, ScrunError, StateError
+from scrunlib.errors import ContainerNotFound, ScrunError, StateError, reason
 from scrunlib.spool import Spool
 
 TYPE_CHECKING = False
@@ -183,7 +183,7 @@ class ContainerState:
                 os.fsync(stream.fileno())
             os.replace(temporary, spool.state_file)
         except OSError as exc:
-            raise ScrunError(f"cannot save state in {spool.path}: {exc.strerror}") from exc
+            raise ScrunError(f"cannot save state in {spool.path}: {reason(exc)}") from exc
 
     @classmethod
     def load(cls, spool: Spool) -> ContainerState:

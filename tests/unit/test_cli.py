@@ -131,3 +131,11 @@ def test_create_with_bad_bundle_leaves_nothing(root, tmp_path, capsys):
 def test_runc_commands_scrun_does_not_have_say_so(root, capsys):
     assert main(["exec", "--process", "p.json", "x"]) == 1
     assert "does not support 'exec'" in one_error_line(capsys)
+
+
+def test_errors_never_say_no_such_file(root, tmp_path, capsys):
+    """Podman and docker turn that phrase into "command not found" (exit 127)."""
+    assert main(["--log", str(tmp_path / "missing" / "log.json"), "state", "x"]) == 1
+    err = one_error_line(capsys)
+    assert "cannot open log file" in err and "does not exist" in err
+    assert "No such file" not in err

@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from scrunlib.errors import reason
+
 CommandKind = Literal["allocator", "remote"]
 # Exit status reported when the command itself could not be started (a shell says the same).
 NOT_RUNNABLE = 127
@@ -141,7 +143,7 @@ def run_command(argv: list[str], env: Mapping[str, str], timeout: float) -> tupl
             process_group=0,
         )
     except OSError as exc:
-        return NOT_RUNNABLE, f"cannot run {argv[0]}: {exc.strerror}"
+        return NOT_RUNNABLE, f"cannot run {argv[0]}: {reason(exc)}"
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 from lupa import lua54
 
 from scrunlib import log
-from scrunlib.errors import LuaError
+from scrunlib.errors import LuaError, reason
 from scrunlib.lua import api
 from scrunlib.lua.commands import (
     CommandKind,
@@ -218,7 +218,7 @@ class LuaScript:
         except FileNotFoundError:
             self._fail_load("the file does not exist")
         except OSError as exc:
-            self._fail_load(f"cannot read it: {exc.strerror}")
+            self._fail_load(f"cannot read it: {reason(exc)}")
         if source.startswith(b"#"):
             # luaL_loadfile skips a `#!` line; load() does not. Keep the line count.
             source = source[source.find(b"\n") :] if b"\n" in source else b""

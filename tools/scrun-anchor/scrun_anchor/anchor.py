@@ -26,7 +26,7 @@ from typing import Any
 
 from scrunlib import bundle as bundles
 from scrunlib import job_options, jobenv, log, protocol
-from scrunlib.errors import ScrunError, SlurmError, StateError
+from scrunlib.errors import ScrunError, SlurmError, StateError, reason
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm, StepCommand, step_argv
 from scrunlib.spool import Spool
@@ -195,7 +195,7 @@ class Anchor:
         except OSError as exc:
             os.close(slave)
             raise ScrunError(
-                f"cannot use console socket {self.console_socket}: {exc.strerror}"
+                f"cannot use console socket {self.console_socket}: {reason(exc)}"
             ) from exc
         finally:
             os.close(master)
