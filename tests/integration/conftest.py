@@ -172,8 +172,10 @@ def anchor_processes() -> list[str]:
 def leftovers(env: Mapping[str, str]) -> list[str]:
     """Everything scrun should have cleaned up but did not (empty list: clean)."""
     problems = []
+    # Every job scrun allocates carries the comment `scrun:<container id>`, whatever its
+    # name (SCRUN_JOB_NAME); a job a test made itself does not.
     squeue = subprocess.run(
-        ["squeue", "-h", "-n", "scrun", "-o", "%i %j %T %N"],
+        ["squeue", "-h", "-o", "%i %j %T %N %k"],
         env=dict(env),
         capture_output=True,
         text=True,
@@ -182,7 +184,9 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
     )
     if squeue.returncode != 0:
         problems.append(f"squeue failed: {squeue.stderr.strip()}")
-    problems += [f"job still in squeue: {line}" for line in squeue.stdout.splitlines() if line]
+    problems += [
+        f"job still in squeue: {line}" for line in squeue.stdout.splitlines() if " scrun:" in line
+    ]
     problems += [f"scrun-anchor still running: {p}" for p in anchor_processes()]
     for root in spool_roots(env):
         if root.is_dir():
@@ -191,8 +195,8 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
 
 
 def assert_no_leftovers(env: Mapping[str, str], timeout: float = 10.0) -> None:
-    """No `scrun` job in squeue, no scrun-anchor process, no container directory in the
-    default spool root. Polls up to `timeout` s: podman's cleanup (conmon's exit command)
+    """No job of scrun's (comment `scrun:<id>`) in squeue, no scrun-anchor process, no
+    container directory in the default spool root. Polls up to `timeout` s: podman's cleanup (conmon's exit command)
     and Slurm's job completion run after the podman command has returned."""
     deadline = time.monotonic() + timeout
     while True:
