@@ -196,8 +196,8 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
 
 def assert_no_leftovers(env: Mapping[str, str], timeout: float = 10.0) -> None:
     """No job of scrun's (comment `scrun:<id>`) in squeue, no scrun-anchor process, no
-    container directory in the default spool root. Polls up to `timeout` s: podman's cleanup (conmon's exit command)
-    and Slurm's job completion run after the podman command has returned."""
+    container directory in the default spool root. Polls up to `timeout` s: podman's
+    cleanup (conmon's exit command) and Slurm's job completion run after podman returns."""
     deadline = time.monotonic() + timeout
     while True:
         problems = leftovers(env)
