@@ -15,8 +15,9 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 
-from scrunlib import log
-from scrunlib.errors import LuaError, UsageError
+from scrunlib import bundle as bundles
+from scrunlib import jobenv, log
+from scrunlib.errors import LuaError, ScrunError, UsageError
 from scrunlib.lua.stage import (
     CommandRecord,
     CommandRunner,
@@ -27,14 +28,10 @@ from scrunlib.lua.stage import (
     StageResult,
     SubprocessRunner,
 )
-from scrunlib.spool import validate_id
+from scrunlib.spool import Spool, validate_id
 
 from scrun_lua_check.jsondiff import Change, diff
 from scrun_lua_check.sandbox import FileSandbox, SandboxedScript, SideEffect
-
-# What the job environment holds in a dry run: enough for commands to find their tools,
-# without copying the caller's whole environment into a config.json diff.
-JOB_ENV_FROM_CALLER = ("PATH", "HOME", "USER", "LANG")
 
 
 @dataclass(frozen=True)
@@ -119,23 +116,39 @@ def read_config(bundle: str) -> dict[str, object]:
     return config
 
 
-def stage_context(options: DryRunOptions, config: dict[str, object], spool: str) -> StageContext:
-    bundle = os.path.abspath(options.bundle)
-    root = config.get("root")
-    root_path = root.get("path", "rootfs") if isinstance(root, dict) else "rootfs"
-    job_env = [f"SLURM_JOB_ID={options.job_id}", f"SLURM_JOBID={options.job_id}"]
-    job_env += [f"{name}={os.environ[name]}" for name in JOB_ENV_FROM_CALLER if name in os.environ]
+def stage_context(options: DryRunOptions, config: dict[str, object], root: str) -> StageContext:
+    """The hooks' arguments, with the job env the anchor would build (scrunlib.jobenv); with
+    no real job, its SLURM_* part is only the job id and cluster name."""
+    try:
+        bundle = bundles.parse(os.path.abspath(options.bundle), config)
+    except ScrunError as exc:
+        raise UsageError(f"--bundle: {exc.message}") from None
+    container_spool = Spool(root, options.container_id)
+    slurm_part = {"SLURM_JOB_ID": str(options.job_id), "SLURM_JOBID": str(options.job_id)}
+    if options.cluster_name:
+        slurm_part["SLURM_CLUSTER_NAME"] = options.cluster_name
+    job_env = jobenv.container_job_env(
+        slurm_part=slurm_part,
+        bundle=bundle,
+        submission_bundle=bundle.path,
+        spool=container_spool,
+        anchor_pid=os.getpid(),
+        pid_file=None,
+        log_file=None,
+        log_format=None,
+        version=None,
+    )
     return StageContext(
         container_id=options.container_id,
-        bundle=bundle,
-        spool_dir=os.path.join(spool, options.container_id) + "/",
-        config_file=os.path.join(bundle, "config.json"),
+        bundle=bundle.path,
+        spool_dir=container_spool.dir_for_scripts,
+        config_file=bundle.config_file,
         job_id=options.job_id,
         user_id=os.getuid(),
         group_id=os.getgid(),
-        job_env=job_env,
-        root_path=os.path.join(bundle, str(root_path)),
-        orig_bundle=bundle,
+        job_env=[f"{name}={value}" for name, value in job_env.items()],
+        root_path=bundle.rootfs,
+        orig_bundle=bundle.path,
     )
 
 
