@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 
+from scrunlib import log
 from scrunlib.errors import InvalidInput, reason
 
 TYPE_CHECKING = False  # `scrun create` imports this: no typing or dataclasses at run time
@@ -118,6 +119,22 @@ HOST_PTS_MOUNT = {
 }
 
 
+def _hooks_for_nodes(hooks: dict[str, Any]) -> dict[str, Any]:
+    """Drop hooks that name a process of the submitting host (docker's prestart
+    `/proc/<dockerd pid>/exe libnetwork-setkey`): on a compute node that pid is missing, or
+    worse, another program."""
+    kept: dict[str, Any] = {}
+    for stage, entries in hooks.items():
+        if not isinstance(entries, list):
+            kept[stage] = entries
+            continue
+        local = [e for e in entries if str((e or {}).get("path", "")).startswith("/proc/")]
+        for entry in local:
+            log.debug(f"not running the {stage} hook {entry.get('path')} on the compute node")
+        kept[stage] = [e for e in entries if e not in local]
+    return kept
+
+
 def runnable_by_slurm(bundle_path: str, target_dir: str, *, terminal: bool = False) -> str:
     """A bundle path that slurmd (22.05 and newer) runs with the intended rootfs.
 
@@ -136,6 +153,8 @@ def runnable_by_slurm(bundle_path: str, target_dir: str, *, terminal: bool = Fal
     linux = config.get("linux")
     if isinstance(linux, dict) and "cgroupsPath" in linux:
         config["linux"] = {k: v for k, v in linux.items() if k != "cgroupsPath"}
+    if isinstance(config.get("hooks"), dict):
+        config["hooks"] = _hooks_for_nodes(config["hooks"])
     if terminal:
         mounts = [m for m in config.get("mounts", []) if m.get("destination") != "/dev/pts"]
         config["mounts"] = [*mounts, HOST_PTS_MOUNT]

@@ -100,3 +100,18 @@ def test_terminal_bundle_sees_the_nodes_ptys(tmp_path):
     assert bundles.runnable_by_slurm(path, str(target), terminal=True) == str(target)
     mounts = json.loads((target / "config.json").read_text())["mounts"]
     assert mounts == [bundles.HOST_PTS_MOUNT]
+
+
+def test_hooks_of_the_submitting_host_are_dropped(tmp_path):
+    source = tmp_path / "docker"
+    source.mkdir()
+    config = json.loads(json.dumps(GOOD))
+    config["root"]["path"] = str(tmp_path / "elsewhere")
+    setkey = {"path": "/proc/4242/exe", "args": ["libnetwork-setkey", "-exec-root=/x", "id"]}
+    site_hook = {"path": "/usr/libexec/site-hook"}
+    config["hooks"] = {"prestart": [setkey, site_hook], "poststop": [site_hook]}
+    write(source, config)
+    target = tmp_path / "spool"
+    bundles.runnable_by_slurm(str(source), str(target))
+    hooks = json.loads((target / "config.json").read_text())["hooks"]
+    assert hooks == {"prestart": [site_hook], "poststop": [site_hook]}

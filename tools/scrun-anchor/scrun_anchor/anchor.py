@@ -21,6 +21,7 @@ import socket
 import subprocess
 import termios
 import time
+import tty
 from types import FrameType
 from typing import Any
 
@@ -187,6 +188,10 @@ class Anchor:
     def _send_console(self) -> None:
         """Hand the pty master to the caller's console socket: one byte + SCM_RIGHTS."""
         master, slave = os.openpty()
+        # Raw: the terminal discipline that counts is the one of the pty slurmstepd makes for
+        # `srun --pty`; ours must pass bytes through untouched (no second echo, no CR/LF
+        # translation).
+        tty.setraw(slave)
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
                 conn.settimeout(30)
