@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class Opt:
     """One option. `ignored`: accepted for runc/crun callers, no effect; `repeat`: counted."""
 
-    __slots__ = ("help", "ignored", "long", "repeat", "short", "value")
+    __slots__ = ("help", "ignored", "long", "metavar", "repeat", "short", "value")
 
     def __init__(
         self,
@@ -33,16 +33,19 @@ class Opt:
         ignored: bool = False,
         repeat: bool = False,
         help: str = "",
+        metavar: str = "VALUE",
     ) -> None:
         self.long, self.short, self.value = long, short, value
         self.ignored, self.repeat, self.help = ignored, repeat, help
+        self.metavar = metavar
 
     def usage(self) -> str:
         names = f"-{self.short}, --{self.long}" if self.short else f"    --{self.long}"
         if self.value:
-            names += " VALUE"
-        note = " (accepted, ignored)" if self.ignored else ""
-        return f"  {names:<28} {self.help}{note}"
+            names += f" {self.metavar}"
+        note = "(accepted, ignored)" if self.ignored else ""
+        text = " ".join(part for part in (self.help, note) if part)
+        return f"  {names:<28} {text}"
 
 
 class HelpRequested(Exception):

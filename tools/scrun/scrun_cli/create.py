@@ -22,9 +22,11 @@ from scrunlib.state import ContainerState
 from scrun_cli.context import Context
 
 OPTIONS = (
-    Opt("bundle", "b", value=True, help="bundle directory (default: the current directory)"),
-    Opt("pid-file", value=True, help="write the container's pid (the anchor's) here"),
-    Opt("console-socket", value=True, help="AF_UNIX socket to receive the pty master"),
+    Opt("bundle", "b", value=True, metavar="DIR", help="bundle (default: the current directory)"),
+    Opt(
+        "pid-file", value=True, metavar="FILE", help="write the container's pid (the anchor's) here"
+    ),
+    Opt("console-socket", value=True, metavar="SOCKET", help="receives the pty master"),
     Opt("no-pivot", ignored=True),
     Opt("no-new-keyring", ignored=True),
     Opt("preserve-fds", value=True, ignored=True),

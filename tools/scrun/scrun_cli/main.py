@@ -50,12 +50,14 @@ NOT_SUPPORTED = {
 }
 
 GLOBAL_OPTIONS = (
-    Opt("root", value=True, help="directory for container state (default: see below)"),
-    Opt("log", value=True, help="also write log lines to this file"),
-    Opt("log-format", value=True, help="format of the --log file: json (default) or text"),
+    Opt("root", value=True, metavar="DIR", help="directory for container state (see above)"),
+    Opt("log", value=True, metavar="FILE", help="also write log lines to this file"),
+    Opt("log-format", value=True, metavar="FORMAT", help="of the --log file: json or text"),
     Opt("debug", help="log debug lines to stderr"),
     Opt("verbose", "v", repeat=True, help="raise the stderr log level (repeatable)"),
-    Opt("slurm-conf", "f", value=True, help="slurm.conf to use (default: SLURM_CONF, site config)"),
+    Opt(
+        "slurm-conf", "f", value=True, metavar="FILE", help="slurm.conf (default: SLURM_CONF, site)"
+    ),
     Opt("version", "V", help="print the version and exit"),
     Opt("usage", help="print a short usage and exit"),
     Opt("systemd-cgroup", ignored=True),

@@ -18,8 +18,10 @@ from scrun_cli.create import create_container
 from scrun_cli.delete import delete_container
 
 OPTIONS = (
-    Opt("bundle", "b", value=True, help="bundle directory (default: the current directory)"),
-    Opt("pid-file", value=True, help="write the container's pid (the anchor's) here"),
+    Opt("bundle", "b", value=True, metavar="DIR", help="bundle (default: the current directory)"),
+    Opt(
+        "pid-file", value=True, metavar="FILE", help="write the container's pid (the anchor's) here"
+    ),
     Opt("keep", help="keep the container's state after it exits (no delete)"),
 )
 USAGE = usage_text(
