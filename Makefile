@@ -23,13 +23,16 @@ TEST_TIMEOUT ?= 20m
 # load the cluster's exports into a recipe line
 ENV := eval "$$($(REPO)/harness/env.sh $(CLUSTER_DIR))"
 
-.PHONY: help venv deps cluster-up cluster-down env lint unit integration test demo bench
+.PHONY: help venv deps cluster-up cluster-down docker-up docker-down env lint unit integration \
+	test demo bench
 
 help:
 	@echo "make deps          install the Debian packages (apt-get, only what is missing)"
 	@echo "make venv          .venv with scrun installed (again when a source changed) + test tools"
 	@echo "make cluster-up    start the private Slurm cluster + podman setup (idempotent)"
-	@echo "make cluster-down  stop the cluster's daemons"
+	@echo "make cluster-down  stop the cluster's daemons (and the private dockerd)"
+	@echo "make docker-up     start the private containerd + dockerd (the docker tests do it)"
+	@echo "make docker-down   stop them"
 	@echo "make env           print the exports:  eval \"\$$(make -s env)\""
 	@echo "make lint          ruff check, ruff format --check, mypy"
 	@echo "make unit          tests not marked integration"
@@ -52,8 +55,15 @@ deps:
 cluster-up:
 	$(REPO)/harness/cluster-up.sh $(CLUSTER_DIR)
 
-cluster-down:
+# dockerd first: it stops its containers, i.e. their Slurm jobs, while Slurm still runs
+cluster-down: docker-down
 	$(REPO)/harness/cluster-down.sh $(CLUSTER_DIR)
+
+docker-up: venv
+	$(REPO)/harness/docker-up.sh $(CLUSTER_DIR)
+
+docker-down:
+	$(REPO)/harness/docker-down.sh $(CLUSTER_DIR)
 
 env:
 	@$(REPO)/harness/env.sh $(CLUSTER_DIR)
@@ -71,6 +81,8 @@ integration: venv cluster-up
 
 # One pytest run over the whole suite; its exit code 5 ("no tests collected") fails too.
 # Lint failures fail the target, but only after the tests ran (more to read in CI).
+# The docker tests stop their dockerd themselves; docker-down.sh once more in case pytest
+# was killed (timeout) before its teardown.
 test:
 	$(MAKE) --no-print-directory deps
 	$(MAKE) --no-print-directory venv
@@ -78,6 +90,7 @@ test:
 	$(MAKE) --no-print-directory cluster-up; \
 	$(ENV); rc=0; \
 	timeout --kill-after=30s $(TEST_TIMEOUT) $(BIN)/pytest $(PYTEST_ARGS) tests || rc=$$?; \
+	$(REPO)/harness/docker-down.sh $(CLUSTER_DIR) || { [ $$rc != 0 ] || rc=1; }; \
 	if [ $$lint_rc != 0 ]; then echo "make test: lint FAILED" >&2; fi; \
 	if [ $$rc != 0 ]; then echo "make test: pytest FAILED (exit $$rc)" >&2; fi; \
 	[ $$lint_rc = 0 ] && [ $$rc = 0 ]

@@ -24,5 +24,7 @@ emit MUNGE_SOCKET "$MUNGE_SOCK"
 emit CONTAINERS_CONF "$CTR/containers.conf"
 emit SCRUN_TEST_BUNDLE "$BUNDLE"
 emit SCRUN_OCI_ROOT "$OCIROOT"
+# the private dockerd (harness/docker-up.sh; the docker tests start and stop it themselves)
+emit DOCKER_HOST "unix://$D/docker/docker.sock"
 [ -n "$test_user" ] && emit SCRUN_TEST_USER "$test_user"
 emit PATH "$new_path"

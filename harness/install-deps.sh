@@ -7,6 +7,7 @@ set -euo pipefail
 PKGS=(
   slurmctld slurmd slurm-client munge          # the cluster
   crun podman conmon netavark uidmap           # containers: Slurm's oci.conf and podman
+  docker.io                                    # docker tests: private dockerd + containerd
   busybox-static                               # rootfs of the test image and bundle
   lua5.4 lua-cjson                             # scrun.lua tests
   rsync tmux hyperfine                         # staging, tty tests, benchmarks
@@ -29,9 +30,12 @@ if [ "${SKIP_APT:-0}" = 1 ]; then
 fi
 [ "$(id -u)" = 0 ] || { log "need root to install: ${missing[*]}"; exit 1; }
 
-# Package postinst scripts would start the system's munged/slurmctld/slurmd through
-# invoke-rc.d; a system slurmd on port 6818 would collide with ours. A temporary
-# policy-rc.d ("101 = action forbidden") prevents that; removed again on exit.
+# Package postinst scripts would start the system's munged/slurmctld/slurmd and
+# containerd/dockerd (docker.service, docker.socket) through invoke-rc.d or
+# deb-systemd-invoke; a system slurmd on port 6818 would collide with ours, and a system
+# containerd/dockerd has no business running beside the tests' private ones. Both helpers
+# ask policy-rc.d first: a temporary one ("101 = action forbidden", for every service)
+# prevents that; removed again on exit.
 policy=/usr/sbin/policy-rc.d
 if [ ! -e "$policy" ]; then
   printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod 755 "$policy"

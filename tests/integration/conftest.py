@@ -7,6 +7,12 @@ Every test under tests/integration is marked `integration` automatically.
   the test FAILS: a missing cluster must never look like a green run.
 * `podman` (session): `podman(*args, **run_kwargs) -> CompletedProcess[str]`, podman with
   the private CONTAINERS_CONF (text mode, output captured, never raises on exit codes).
+* `docker` (session): a `Docker`: a PRIVATE containerd + dockerd (harness/docker-up.sh,
+  everything under DIR/docker) with the runtime name `scrun` and the image
+  localhost/busybox. Called like `podman`: `docker(*args, **run_kwargs)` runs the docker.io
+  client against that daemon. Started once, on first use; stopped again at the end of the
+  session (harness/docker-down.sh) unless SCRUN_KEEP_DOCKER=1. If it cannot start, the tests
+  using it FAIL.
 * `no_leftovers` (function): after the test, `assert_no_leftovers(cluster.env)`. It yields
   the check itself, so a test can also call `no_leftovers()` half way.
 """
@@ -130,6 +136,89 @@ def podman(cluster: Cluster) -> Podman:
         return subprocess.run(["podman", *args], text=True, check=False, **kwargs)
 
     return run
+
+
+# ----------------------------------------------------------------------------- docker
+
+# The docker.io package's client: it matches the daemon (another `docker` may come first
+# on PATH, e.g. a newer one in /usr/local/bin).
+DOCKER_CLI = "/usr/bin/docker"
+DOCKER_UP_TIMEOUT = 120.0
+DOCKER_DOWN_TIMEOUT = 90.0  # dockerd gets 30 s to stop its containers, then KILL
+
+
+@dataclass(frozen=True)
+class Docker:
+    """The private dockerd of harness/docker-up.sh; call it like the `podman` fixture."""
+
+    host: str  # unix://DIR/docker/docker.sock
+    runtime_root: Path  # what dockerd passes to scrun as --root: scrun's state for docker
+    env: dict[str, str] = field(repr=False)  # cluster env + DOCKER_HOST, private DOCKER_CONFIG
+
+    def __call__(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        """`docker("run", "--rm", "--runtime", "scrun", ...)`. Keyword arguments go to
+        subprocess.run (input=, timeout= (default 120 s), env=...); text mode, output
+        captured, never raises on exit codes."""
+        kwargs.setdefault("timeout", 120.0)
+        kwargs.setdefault("env", self.env)
+        kwargs.setdefault("capture_output", True)
+        return subprocess.run(
+            [DOCKER_CLI, "--host", self.host, *args], text=True, check=False, **kwargs
+        )
+
+
+def _docker_script(name: str, cluster: Cluster, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(HARNESS / name), str(cluster.dir)],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _stop_docker(cluster: Cluster) -> str | None:
+    """harness/docker-down.sh; None when it worked, else what went wrong."""
+    try:
+        done = _docker_script("docker-down.sh", cluster, DOCKER_DOWN_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"harness/docker-down.sh did not finish: {exc}"
+    if done.returncode != 0:
+        return f"harness/docker-down.sh failed (exit {done.returncode}):\n{done.stderr}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker(cluster: Cluster) -> Iterator[Docker]:
+    # On failure, whatever did start is stopped again: CI leaves nothing behind.
+    try:
+        done = _docker_script("docker-up.sh", cluster, DOCKER_UP_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _stop_docker(cluster)
+        pytest.fail(f"harness/docker-up.sh did not finish: {exc}", pytrace=False)
+    exports = parse_exports(done.stdout)
+    if done.returncode != 0 or "DOCKER_HOST" not in exports:
+        _stop_docker(cluster)
+        tail = "\n".join(done.stderr.splitlines()[-30:])
+        pytest.fail(f"harness/docker-up.sh failed (exit {done.returncode}):\n{tail}", pytrace=False)
+    docker_dir = cluster.dir / "docker"
+    client_config = docker_dir / "client"  # not the user's ~/.docker (proxies, contexts)
+    client_config.mkdir(exist_ok=True)
+    yield Docker(
+        host=exports["DOCKER_HOST"],
+        runtime_root=docker_dir / "exec" / "runtime-runc" / "moby",
+        env={
+            **cluster.env,
+            "DOCKER_HOST": exports["DOCKER_HOST"],
+            "DOCKER_CONFIG": str(client_config),
+        },
+    )
+    if os.environ.get("SCRUN_KEEP_DOCKER") != "1":
+        problem = _stop_docker(cluster)
+        if problem:
+            pytest.fail(problem, pytrace=False)
 
 
 # ----------------------------------------------------------------------------- leftovers
