@@ -47,6 +47,12 @@ def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{micro:06d}Z"
 
 
+def shell_exit_code(returncode: int) -> int:
+    """A child's return code (subprocess/waitstatus_to_exitcode: negative N for death by
+    signal N) as a shell reports it: 128+N. Upstream's 0 for a killed child hides failures."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
 def process_start_time(pid: int) -> int | None:
     """The kernel's start time of `pid` (clock ticks since boot), None if it is gone or a
     zombie. Pid plus start time identifies a process even after its pid is reused."""

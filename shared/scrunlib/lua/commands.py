@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from scrunlib.errors import reason
+from scrunlib.state import shell_exit_code
 
 CommandKind = Literal["allocator", "remote"]
 # Exit status reported when the command itself could not be started (a shell says the same).
@@ -77,14 +78,6 @@ def command_env(job_env: Sequence[str]) -> dict[str, str]:
     process's own environment when the job env is empty."""
     env = dict(entry.split("=", 1) for entry in job_env if "=" in entry)
     return env or dict(os.environ)
-
-
-def exit_status(returncode: int) -> int:
-    """Popen's returncode as a shell would report it: 128+N for death by signal N.
-
-    Upstream reports 0 for a killed child, which makes a killed rsync look like success.
-    """
-    return 128 - returncode if returncode < 0 else returncode
 
 
 class SubprocessRunner:
@@ -157,7 +150,7 @@ def run_command(argv: list[str], env: Mapping[str, str], timeout: float) -> tupl
             proc.kill()
             proc.wait()
         raise CommandTimeout(timeout, _text(out)) from None
-    return exit_status(proc.returncode), _text(out)
+    return shell_exit_code(proc.returncode), _text(out)
 
 
 def _text(output: bytes | None) -> str:

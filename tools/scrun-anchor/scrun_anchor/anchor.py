@@ -7,7 +7,8 @@ serve():   answer `start` (launch the srun step) and `kill`; notice the step's e
 stop():    end the step (scancel, then SIGTERM → SIGKILL to a stuck srun), record the exit
            code, stage-out, end the job (new allocations only), remove the socket, exit
            with the container's exit code (128+N for signal N).
-Every wait is bounded; every failure in create() undoes what was done before reporting.
+Every wait is bounded but the allocation's (a pending job waits, as podman waits for
+create); every failure in create() undoes what was done before reporting.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from scrunlib.errors import ScrunError, SlurmError, StateError, reason
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm, StepCommand, step_argv
 from scrunlib.spool import Spool
-from scrunlib.state import ContainerState, Status, process_start_time
+from scrunlib.state import ContainerState, Status, process_start_time, shell_exit_code
 
 from scrun_anchor.staging import Staging
 
@@ -42,11 +43,6 @@ class Cancelled(ScrunError):
 
 def _raise_cancelled(signum: int, _frame: FrameType | None) -> None:
     raise Cancelled(f"creation cancelled by {signal.Signals(signum).name}")
-
-
-def exit_code_of(returncode: int) -> int:
-    """subprocess's returncode (negative for a signal) → a shell-style exit code."""
-    return returncode if returncode >= 0 else 128 - returncode
 
 
 class Anchor:
@@ -366,7 +362,7 @@ class Anchor:
         if self.step is not None:
             self._end_step()
             assert self.step.returncode is not None
-            self.exit_code = exit_code_of(self.step.returncode)
+            self.exit_code = shell_exit_code(self.step.returncode)
         if self.stop_requested:
             log.info(f"stopping container {state.id}: {self.stop_requested}")
         if self.exit_code != 0:

@@ -11,7 +11,7 @@ from types import FrameType
 from scrunlib import protocol
 from scrunlib.errors import ScrunError
 from scrunlib.options import Opt, one_id, parse, usage_text
-from scrunlib.state import ContainerState
+from scrunlib.state import ContainerState, shell_exit_code
 
 from scrun_cli.context import Context
 from scrun_cli.create import create_container
@@ -52,8 +52,7 @@ def run(ctx: Context, argv: Sequence[str]) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    code = os.waitstatus_to_exitcode(status)
-    exit_code = code if code >= 0 else 128 - code
+    exit_code = shell_exit_code(os.waitstatus_to_exitcode(status))
     if not values.get("keep"):
         delete_container(ctx, spool, ContainerState.load(spool))
     return exit_code
