@@ -39,21 +39,21 @@ def container_job_env(
     bundle: Bundle,
     submission_bundle: str | None,
     spool: Spool,
-    anchor_pid: int,
-    pid_file: str | None,
-    log_file: str | None,
-    log_format: str | None,
     version: SlurmVersion | None,
+    pid_file: str | None = None,
+    log_file: str | None = None,
+    log_format: str | None = None,
 ) -> dict[str, str]:
-    """`slurm_part` (the job's SLURM_* variables) plus the SCRUN_* output variables.
-    `version` None: unknown, so no SLURM_CONTAINER_ID."""
+    """`slurm_part` (the job's SLURM_* variables) plus the SCRUN_* output variables, for
+    a container whose anchor is this process (scrun-stage and scrun-lua-check stand in for
+    one). `version` None: unknown, so no SLURM_CONTAINER_ID."""
     uid, gid = os.getuid(), os.getgid()
     env = dict(slurm_part)
     env.update(
         job_options.output_variables(
             oci_version=bundle.oci_version,
             container_id=spool.container_id,
-            anchor_pid=anchor_pid,
+            anchor_pid=os.getpid(),
             bundle=bundle.path,
             submission_bundle=submission_bundle or "",
             annotations=bundle.annotations,

@@ -174,7 +174,6 @@ class Anchor:
             bundle=self.bundle,
             submission_bundle=self.submission_bundle,
             spool=self.spool,
-            anchor_pid=os.getpid(),
             pid_file=self.pid_file,
             log_file=self.log_file,
             log_format=self.log_format,

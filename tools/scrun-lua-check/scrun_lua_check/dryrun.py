@@ -132,10 +132,6 @@ def stage_context(options: DryRunOptions, config: dict[str, object], root: str) 
         bundle=bundle,
         submission_bundle=bundle.path,
         spool=container_spool,
-        anchor_pid=os.getpid(),
-        pid_file=None,
-        log_file=None,
-        log_format=None,
         version=None,
     )
     return StageContext(

@@ -318,10 +318,6 @@ def job_environment(
         bundle=bundle,
         submission_bundle=bundle.path,
         spool=container_spool,
-        anchor_pid=os.getpid(),
-        pid_file=None,
-        log_file=None,
-        log_format=None,
         version=version,
     )
     return [f"{key}={value}" for key, value in env.items()], source
