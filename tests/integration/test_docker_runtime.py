@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from helpers import wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Docker
@@ -31,17 +32,6 @@ def scrun_docker(docker: Docker, *args: str, **kwargs: Any) -> subprocess.Comple
     return docker(
         "run", "--runtime", "scrun", "--network", "none", "--label", LABEL, *args, **kwargs
     )
-
-
-def wait_for(
-    what: str, probe: Callable[[], bool], timeout: float, describe: Callable[[], str]
-) -> None:
-    """Poll `probe` until it is true; fail with `describe()` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not probe():
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what} not seen within {timeout:.0f}s: {describe()}")
-        time.sleep(0.2)
 
 
 def scrun_jobs(cluster: Cluster) -> dict[str, tuple[str, str]]:

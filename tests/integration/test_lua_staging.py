@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from helpers import wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, SiteRuntime
@@ -30,14 +30,6 @@ IMAGE = "localhost/busybox"
 SCRATCH = Path(f"/run/user/{os.getuid()}/slurm/scrun")
 
 MakeSite = Callable[[str | None], "SiteRuntime"]
-
-
-def wait_for(what: str, probe: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not probe():
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what}: not seen within {timeout:.0f} s")
-        time.sleep(0.1)
 
 
 def lua_string(text: str) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from helpers import wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman
@@ -28,17 +29,6 @@ KILL_WITHIN = 3.0  # seconds from SIGKILL to the container's end
 def scrun_podman(podman: Podman, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """`podman --runtime scrun ARGS`."""
     return podman(*RUNTIME, *args, **kwargs)
-
-
-def wait_for(
-    what: str, probe: Callable[[], bool], timeout: float, describe: Callable[[], str]
-) -> None:
-    """Poll `probe` until it is true; fail with `describe()` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not probe():
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what} not seen within {timeout:.0f}s: {describe()}")
-        time.sleep(0.2)
 
 
 def job_ids_in_squeue(cluster: Cluster) -> set[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from helpers import wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -66,16 +67,6 @@ def sruns_of_job(job_id: int) -> list[str]:
         if ours and process_running(int(proc.name)):
             found.append(f"{proc.name}: {' '.join(argv)}")
     return found
-
-
-def wait_for(
-    what: str, probe: Callable[[], bool], timeout: float, describe: Callable[[], str]
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not probe():
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what} not seen within {timeout:.0f}s: {describe()}")
-        time.sleep(0.1)
 
 
 def job_in_squeue(cluster: Cluster, job_id: int) -> bool:

@@ -16,13 +16,13 @@ import os
 import re
 import stat
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
+from helpers import wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman, SiteRuntime
@@ -58,18 +58,6 @@ OUTPUT_VARIABLES = (
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 20.0) -> Any:
-    """Poll `probe` until it returns something true and return that; fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what} not seen within {timeout:.0f}s")
-        time.sleep(0.2)
 
 
 def run(cluster: Cluster, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,29 @@
+"""Small helpers shared by the integration tests (imported as `helpers`: pytest puts this
+folder on sys.path, as it has no __init__.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+
+def wait_for(
+    what: str,
+    probe: Callable[[], Any],
+    timeout: float = 30.0,
+    describe: Callable[[], str] | None = None,
+) -> Any:
+    """Poll `probe` until it returns something true, and return that; fail the test after
+    `timeout` seconds, with `describe()` when given."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            detail = f": {describe()}" if describe else ""
+            pytest.fail(f"{what} not seen within {timeout:.0f}s{detail}")
+        time.sleep(0.1)
