@@ -20,27 +20,12 @@ from plumbum import ProcessExecutionError, local
 
 from scrunlib.errors import SlurmError, reason
 from scrunlib.siteconfig import SiteConfig
-
-SlurmVersion = tuple[int, int, int]
-CONTAINER_ID_SINCE: SlurmVersion = (23, 2, 0)
-
-
-def parse_version(text: str) -> SlurmVersion:
-    """`slurm 22.05.8` (srun --version) → (22, 5, 8)."""
-    match = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
-    if not match:
-        raise SlurmError(f"cannot tell the Slurm version from {text.strip()!r}")
-    major, minor, micro = (int(part) for part in match.groups())
-    return major, minor, micro
-
-
-def version_string(version: SlurmVersion) -> str:
-    major, minor, micro = version
-    return f"{major}.{minor:02d}.{micro}"
-
-
-def supports_container_id(version: SlurmVersion) -> bool:
-    return version >= CONTAINER_ID_SINCE
+from scrunlib.slurm_version import (
+    SlurmVersion,
+    parse_version,
+    supports_container_id,
+    version_string,
+)
 
 
 def parse_granted_job_id(salloc_stderr: str) -> int:

@@ -30,7 +30,7 @@ from scrunlib import bundle as bundles
 from scrunlib import job_options, jobenv, log, protocol
 from scrunlib.errors import ScrunError, SlurmError, StateError, reason
 from scrunlib.siteconfig import SiteConfig
-from scrunlib.slurm import Slurm, StepCommand, step_argv
+from scrunlib.slurm import Slurm, StepCommand, cluster_name, step_argv
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status, process_start_time, shell_exit_code
 
@@ -170,7 +170,7 @@ class Anchor:
     ) -> dict[str, str]:
         """What scrun.lua's hooks, their commands and the container's srun run with."""
         return jobenv.container_job_env(
-            slurm_part=jobenv.slurm_part(record, self.slurm_conf),
+            slurm_part=jobenv.slurm_variables(record, cluster_name(self.slurm_conf)),
             bundle=self.bundle,
             submission_bundle=self.submission_bundle,
             spool=self.spool,

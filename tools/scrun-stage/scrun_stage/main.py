@@ -29,7 +29,8 @@ from scrunlib.lua.stage import (
     SubprocessRunner,
     find_script,
 )
-from scrunlib.slurm import Slurm, SlurmVersion, cluster_name
+from scrunlib.slurm import Slurm, cluster_name
+from scrunlib.slurm_version import SlurmVersion
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOAD = 0, 1, 2, 3
 
@@ -290,7 +291,8 @@ def job_environment(
     SLURM_JOB_ID/SLURM_JOBID/SLURM_CLUSTER_NAME stand in for the record's variables.
     Returns the env and where its SLURM_* part came from, for the report."""
     try:
-        slurm_part = jobenv.slurm_part(slurm.job_record(job_id), slurm.slurm_conf)
+        record = slurm.job_record(job_id)
+        slurm_part = jobenv.slurm_variables(record, cluster_name(slurm.slurm_conf))
         source = f"scontrol show job {job_id}"
     except ScrunError as exc:
         log.verbose(f"no job record for job {job_id}: {exc.message}")
