@@ -27,6 +27,19 @@ from scrunlib.slurm_version import (
     version_string,
 )
 
+JOB_TAG_PREFIX = "scrun:"
+
+
+def job_tag(container_id: str) -> str:
+    """The comment every job scrun allocates carries (`salloc --comment`), so the job of a
+    container can be found (and cancelled) before salloc has told us its id."""
+    return JOB_TAG_PREFIX + container_id
+
+
+def tagged_container(comment: str) -> str | None:
+    """The container id a job's comment names, None when it is not scrun's tag."""
+    return comment.removeprefix(JOB_TAG_PREFIX) if comment.startswith(JOB_TAG_PREFIX) else None
+
 
 def parse_granted_job_id(salloc_stderr: str) -> int:
     """Job id from salloc's `Granted job allocation N` (or `Pending job allocation N`)."""
@@ -145,7 +158,7 @@ def salloc_argv(
         "--no-shell",
         "--wait-all-nodes=1",
         f"--job-name={job_name}",
-        f"--comment=scrun:{container_id}",
+        f"--comment={job_tag(container_id)}",
     ]
     if supports_container_id(version):
         argv.append(f"--container-id={container_id}")
@@ -265,8 +278,18 @@ class Slurm:
         code, out, _ = self.run([self.path("squeue"), "-h", "-o", "%i %k"])
         for line in out.splitlines() if code == 0 else []:
             job, _, comment = line.strip().partition(" ")
-            if comment == f"scrun:{container_id}" and job.isdigit():
+            if tagged_container(comment) == container_id and job.isdigit():
                 self.cancel(int(job))
+
+    def end_container_job(self, job_id: int, *, existing_job: bool, step_name: str) -> None:
+        """End what is a container's in Slurm: the whole job for an allocation of its own,
+        only its steps (found by name) inside a job it joined (SLURM_JOB_ID), which is not
+        ours to end."""
+        if existing_job:
+            for step_id in self.step_ids(job_id, step_name):
+                self.cancel(job_id, step_id=step_id)
+        else:
+            self.cancel(job_id)
 
     def job_record(self, job_id: int) -> dict[str, str]:
         code, out, err = self.run([self.path("scontrol"), "-o", "show", "job", str(job_id)])

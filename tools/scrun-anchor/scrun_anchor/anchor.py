@@ -418,12 +418,15 @@ class Anchor:
             log.error(state.error)
 
     def _end_job(self) -> None:
-        """End a job we allocated (never one we joined); `delete` relies on job_ended."""
+        """End what is the container's in Slurm (the job we allocated, or our steps in a job
+        we joined); `delete` relies on job_ended."""
         state = self.state
-        if state.job_id is None or state.existing_job or state.job_ended:
+        if state.job_id is None or state.job_ended:
             return
         try:
-            self.slurm.cancel(state.job_id)
+            self.slurm.end_container_job(
+                state.job_id, existing_job=state.existing_job, step_name=state.step_name
+            )
             state.job_ended = True
         except SlurmError as exc:
             log.error(str(exc))
