@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+from scrunlib.slurm import tagged_container
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = REPO / "harness"
@@ -261,8 +262,8 @@ def anchor_processes() -> list[str]:
 def leftovers(env: Mapping[str, str]) -> list[str]:
     """Everything scrun should have cleaned up but did not (empty list: clean)."""
     problems = []
-    # Every job scrun allocates carries the comment `scrun:<container id>`, whatever its
-    # name (SCRUN_JOB_NAME); a job a test made itself does not.
+    # Every job scrun allocates carries its job tag as comment (scrunlib.slurm.job_tag),
+    # whatever its name (SCRUN_JOB_NAME); a job a test made itself does not.
     squeue = subprocess.run(
         ["squeue", "-h", "-o", "%i %j %T %N %k"],
         env=dict(env),
@@ -274,7 +275,9 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
     if squeue.returncode != 0:
         problems.append(f"squeue failed: {squeue.stderr.strip()}")
     problems += [
-        f"job still in squeue: {line}" for line in squeue.stdout.splitlines() if " scrun:" in line
+        f"job still in squeue: {line}"
+        for line in squeue.stdout.splitlines()
+        if tagged_container([*line.split(maxsplit=4), ""][4].strip()) is not None
     ]
     problems += [f"scrun-anchor still running: {p}" for p in anchor_processes()]
     for root in spool_roots(env):
@@ -284,7 +287,7 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
 
 
 def assert_no_leftovers(env: Mapping[str, str], timeout: float = 10.0) -> None:
-    """No job of scrun's (comment `scrun:<id>`) in squeue, no scrun-anchor process, no
+    """No job of scrun's (tagged with a container id) in squeue, no scrun-anchor process, no
     container directory in the default spool root. Polls up to `timeout` s: podman's
     cleanup (conmon's exit command) and Slurm's job completion run after podman returns."""
     deadline = time.monotonic() + timeout
