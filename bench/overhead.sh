@@ -38,7 +38,7 @@ def create_overhead(path):
         if not match:
             continue
         pid, at, call = int(match[1]), seconds(match[2]), match[3]
-        if call.startswith("execve(") and "= 0" in call:
+        if call.startswith("execve(") and "= -1" not in call:  # "= 0" or "<unfinished ...>"
             started.setdefault(pid, at)
             if re.search(r'\["[^"]*scrun", .*"create"', call):
                 create = pid

@@ -24,9 +24,12 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from scrunlib.errors import InvalidInput
+
+TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
 SYSTEM_BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/usr/local/sbin", "/sbin")

@@ -7,7 +7,6 @@ compute nodes must see it, as with a shared filesystem or this machine's local c
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from scrunlib import log
 from scrunlib.bundle import Bundle
@@ -16,6 +15,10 @@ from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm, cluster_name
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
+
+TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Staging:
