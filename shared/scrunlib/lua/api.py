@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCRIPT_NAME = "scrun.lua"
-
 
 @dataclass(frozen=True)
 class Hook:

@@ -30,7 +30,7 @@ class Staging:
         self.staged_in = False
 
     def load_script(self) -> None:
-        from scrunlib.lua.stage import find_script
+        from scrunlib.lua import find_script
 
         path = find_script(self.slurm.slurm_conf)
         if not os.path.exists(path):
