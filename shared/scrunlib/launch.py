@@ -1,7 +1,8 @@
 """How `scrun create` starts the container's anchor and hears back from it: both sides of
 that contract live here.
 
-`scrun create` runs
+`scrun create` forks and runs the anchor's main with these options in the child (no new
+program, so no second interpreter start), the same ones the `scrun-anchor` command takes:
 
     scrun-anchor --root DIR --bundle DIR --ready-fd N LOG-OPTIONS [--bundle-is-cwd]
                  [--pid-file FILE] [--console-socket SOCKET] [--slurm-conf FILE] -- ID

@@ -25,7 +25,6 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -237,10 +236,12 @@ def spool_roots(env: Mapping[str, str]) -> list[Path]:
 
 
 def _is_anchor(argv: list[str]) -> bool:
-    if any(os.path.basename(arg) == "scrun-anchor" for arg in argv[:2]):
+    """An anchor is a forked `scrun create` (`[python] .../scrun [OPTIONS] create ...`), or
+    the `scrun-anchor` command run by hand."""
+    program = [os.path.basename(arg) for arg in argv[:2]]
+    if "scrun-anchor" in program:
         return True
-    # `python -m scrun_anchor ...`
-    return any(a == "-m" and b.split(".")[0] == "scrun_anchor" for a, b in pairwise(argv))
+    return "scrun" in program and "create" in argv
 
 
 def anchor_processes() -> list[str]:
