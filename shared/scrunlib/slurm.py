@@ -16,7 +16,6 @@ container id so `squeue`/`scontrol` show it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -24,6 +23,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scrunlib import filecache
 from scrunlib.errors import SlurmError, reason
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm_version import (
@@ -70,28 +70,6 @@ def parse_scontrol_record(text: str) -> dict[str, str]:
         if sep:
             record[key] = value
     return record
-
-
-def _read_text(path: str | None) -> str:
-    if not path:
-        return ""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            return stream.read()
-    except OSError:
-        return ""
-
-
-def _write_text(path: str, text: str) -> None:
-    """Best effort (it is a cache): atomic replace, errors ignored."""
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(temporary, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
 
 
 def _text(data: str | bytes) -> str:
@@ -279,18 +257,16 @@ class Slurm:
         if self._version is not None:
             return self._version
         srun = self.path("srun")
-        info = os.stat(srun)
-        key = f"{srun} {info.st_size} {info.st_mtime_ns}"
-        cached = _read_text(self.version_cache)
-        if cached.startswith(key + "\n"):
-            self._version = parse_version(cached[len(key) :])
+        key = filecache.identity(srun)
+        cached = filecache.read(self.version_cache, key)
+        if cached is not None:
+            self._version = parse_version(cached)
             return self._version
         code, out, err = self.run_direct([srun, "--version"], timeout=30)
         if code != 0:
             raise SlurmError(f"srun --version failed: {last_line(err or out)}")
         self._version = parse_version(out)
-        if self.version_cache:
-            _write_text(self.version_cache, f"{key}\n{version_string(self._version)}\n")
+        filecache.write(self.version_cache, key, version_string(self._version) + "\n")
         return self._version
 
     def allocate(self, job_name: str, container_id: str, options: Sequence[str]) -> int:

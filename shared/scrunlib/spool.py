@@ -6,6 +6,9 @@ Layout of `<root>/<container dir>/`:
   anchor.log     the anchor's own log (text), so nothing lands in the container's stdio
   bundle/        the bundle Slurm 22.05 can run (config.json + a `rootfs` link), when needed
 
+The root also holds per-user caches (scrunlib.filecache), dot files that no container id
+can name: `.slurm-version` (srun's version) and `.site-config` (the parsed site file).
+
 Container ids are never trusted: they are checked before any path is built from them.
 """
 
@@ -23,6 +26,9 @@ MAX_ID_LENGTH = 1024
 _MAX_PLAIN_NAME = 128
 # sun_path holds 108 bytes; longer socket paths are reached through /proc/self/fd.
 _MAX_SOCKET_PATH = 100
+
+
+SITE_CONFIG_CACHE = ".site-config"
 
 
 def validate_id(container_id: str) -> str:

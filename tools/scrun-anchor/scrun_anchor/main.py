@@ -16,7 +16,7 @@ from scrunlib.errors import ScrunError, UsageError
 from scrunlib.launch import OPTIONS, ReadyPipe
 from scrunlib.log import ERROR, INFO, LogSettings
 from scrunlib.options import HelpRequested, one_id, parse, usage_text
-from scrunlib.spool import Spool, validate_id
+from scrunlib.spool import SITE_CONFIG_CACHE, Spool, validate_id
 
 from scrun_anchor.anchor import Anchor
 
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pid_file=values.get("pid-file"),
             console_socket=values.get("console-socket"),
             slurm_conf_option=values.get("slurm-conf"),
-            site=siteconfig.load(),
+            site=siteconfig.load(cache=os.path.join(spool.root, SITE_CONFIG_CACHE)),
             log_file=values.get("log"),
             log_format=settings.log_format,
         )
