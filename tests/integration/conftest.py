@@ -19,6 +19,7 @@ Every test under tests/integration is marked `integration` automatically.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -244,20 +245,41 @@ def _is_anchor(argv: list[str]) -> bool:
     return "scrun" in program and "create" in argv
 
 
+def _cmdline(pid: int | str) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None  # gone meanwhile, or a kernel thread
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def _other_checkout(argv: list[str]) -> bool:
+    """A process started from another checkout's venv: several checkouts (each with its own
+    cluster) may run their suites on one machine at once, sharing root's default spool
+    root; what their containers leave is theirs to check."""
+    return not any(str(REPO) in arg for arg in argv[:3])
+
+
 def anchor_processes() -> list[str]:
-    """`pid: command line` of every scrun-anchor process on the machine."""
+    """`pid: command line` of every scrun-anchor process of this checkout on the machine."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
-        try:
-            raw = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue  # gone meanwhile, or a kernel thread
-        argv = [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-        if argv and _is_anchor(argv):
+        argv = _cmdline(proc.name)
+        if argv and _is_anchor(argv) and not _other_checkout(argv):
             found.append(f"{proc.name}: {' '.join(argv)}")
     return found
+
+
+def _spool_dir_of_other_checkout(container_dir: Path) -> bool:
+    """The container's anchor still runs, started from another checkout."""
+    try:
+        pid = json.loads((container_dir / "state.json").read_text())["anchor_pid"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    argv = _cmdline(pid) if isinstance(pid, int) else None
+    return argv is not None and _is_anchor(argv) and _other_checkout(argv)
 
 
 def leftovers(env: Mapping[str, str]) -> list[str]:
@@ -283,7 +305,11 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
     problems += [f"scrun-anchor still running: {p}" for p in anchor_processes()]
     for root in spool_roots(env):
         if root.is_dir():
-            problems += [f"spool dir left: {d}" for d in sorted(root.iterdir()) if d.is_dir()]
+            problems += [
+                f"spool dir left: {d}"
+                for d in sorted(root.iterdir())
+                if d.is_dir() and not _spool_dir_of_other_checkout(d)
+            ]
     return problems
 
 
