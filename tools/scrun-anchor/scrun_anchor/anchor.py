@@ -28,6 +28,7 @@ from types import FrameType
 from scrunlib import bundle as bundles
 from scrunlib import job_options, jobenv, log, protocol
 from scrunlib.errors import ScrunError, SlurmError, StateError, reason
+from scrunlib.phases import PhaseClock
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm, StepCommand, cluster_name, step_argv
 from scrunlib.spool import Spool
@@ -68,10 +69,13 @@ class Anchor:
         self.site = site
         self.log_file = log_file
         self.log_format = log_format
+        parse_started = time.monotonic()
         self.bundle = bundles.load(bundle_path)
         # None when create defaulted to its cwd: scripts are told so (orig_bundle nil).
         self.submission_bundle = self.bundle.path if bundle_given else None
         self.state = ContainerState.load(spool)
+        self.clock = PhaseClock(self.state.phases)
+        self.clock.start("parse", at=parse_started)
         self.environ = job_options.merge_environment(dict(os.environ), self.bundle.env)
         self.slurm_conf = site.slurm_conf_path(slurm_conf_option, self.environ)
         version_cache = os.path.join(spool.root, ".slurm-version")
@@ -121,16 +125,19 @@ class Anchor:
         if self.bundle.terminal and self.console_socket:
             self._send_console()
         self.server = protocol.listen(self.spool.socket)
-        record = self._get_job(self.request)
+        self.clock.stop("parse")
+        with self.clock.phase("allocate"):
+            record = self._get_job(self.request)
         self.job_env = self._job_environment(version, record)
-        result = self.staging.stage_in(
-            self.state, self.bundle, self.submission_bundle, self.spool, self.job_env
-        )
-        if result is not None:
-            state.bundle, state.rootfs = result
-        self.run_bundle = bundles.runnable_by_slurm(
-            state.bundle, self.spool.bundle_dir, terminal=self.bundle.terminal
-        )
+        with self.clock.phase("stage-in"):
+            result = self.staging.stage_in(
+                self.state, self.bundle, self.submission_bundle, self.spool, self.job_env
+            )
+            if result is not None:
+                state.bundle, state.rootfs = result
+            self.run_bundle = bundles.runnable_by_slurm(
+                state.bundle, self.spool.bundle_dir, terminal=self.bundle.terminal
+            )
         state.transition(Status.CREATED)
         state.save(self.spool)
         self._write_pid_file()
@@ -290,6 +297,7 @@ class Anchor:
         if state.status is not Status.CREATED:
             raise StateError(f"container {state.id!r} is {state.status.value}, it cannot start")
         assert self.request is not None and state.job_id is not None
+        self.clock.start("launch")
         argv = step_argv(
             self.slurm.path("srun"),
             StepCommand(
@@ -315,6 +323,8 @@ class Anchor:
         if self.pty_slave is not None:
             os.close(self.pty_slave)
             self.pty_slave = None
+        self.clock.stop("launch")
+        self.clock.start("run")
         state.step_pid = self.step.pid
         state.step_start_time = process_start_time(self.step.pid)
         state.transition(Status.RUNNING)
@@ -363,6 +373,7 @@ class Anchor:
         state = self.state
         if self.step is not None:
             self._end_step()
+            self.clock.stop("run")
             assert self.step.returncode is not None
             self.exit_code = shell_exit_code(self.step.returncode)
         if self.stop_requested:
@@ -373,11 +384,14 @@ class Anchor:
         state.transition(Status.STOPPED)
         state.save(self.spool)
         if self.staging.staged_in:
-            self.staging.stage_out(self.state, self.spool)
-        self._end_job()
+            with self.clock.phase("stage-out"):
+                self.staging.stage_out(self.state, self.spool)
+        with self.clock.phase("teardown"):
+            self._end_job()
         state.save(self.spool)
         self._close_server()
         log.verbose(f"container {state.id} stopped with exit code {self.exit_code}")
+        log.debug(f"container {state.id} phases: {self.clock.summary()}")
         return self.exit_code
 
     def _end_step(self) -> None:
