@@ -360,6 +360,20 @@ def test_hook_return_paths() -> None:
         assert found_codes == codes, body
 
 
+@pytest.mark.parametrize(
+    ("ending", "codes"),
+    [
+        ("if broken then return slurm.ERROR end\nreturn slurm.SUCCESS", []),
+        ("do return slurm.ERROR end", ["E603"]),
+        ("for _ = 1, 2 do return 1 end\nreturn 0", []),
+        ("return 0", []),
+    ],
+)
+def test_only_a_chunk_return_that_always_runs_is_an_error(ending: str, codes: list[str]) -> None:
+    script = HOOKS.format(body="")[: -len("return slurm.SUCCESS\n")] + ending + "\n"
+    assert [c for c in codes_of(script) if c != "W113"] == codes
+
+
 def test_e001_column_and_message_when_only_lua_rejects() -> None:
     diagnostics = lint("t.lua", b"local x <const> = 1\nx = 2\n")
     assert [(d.line, d.code) for d in diagnostics] == [(2, "E001")]

@@ -107,10 +107,19 @@ def check_hook_returns(ctx: Context) -> None:
             )
 
 
+def always_runs(node: n.Node) -> bool:
+    """Whether a statement of the main chunk runs whenever the chunk runs to it: it is not
+    inside an `if`, a loop or a function (only `do` blocks may enclose it)."""
+    parent = node.parent
+    while isinstance(parent, (n.Block, n.Do)):
+        parent = parent.parent
+    return isinstance(parent, n.Chunk)
+
+
 def check_chunk_return(ctx: Context) -> None:
-    returns = [
-        node for node in ctx.all_nodes if isinstance(node, n.Return) and node.function is None
-    ]
+    """A return that always runs decides whether the script loads; a conditional one is the
+    script refusing to load on purpose (its own setup failed) and is left alone."""
+    returns = [node for node in ctx.all_nodes if isinstance(node, n.Return) and always_runs(node)]
     for node in returns:
         if not node.values or ctx.value_kind(node.values[0]) == "nil":
             continue
