@@ -32,8 +32,9 @@ BINARY_KINDS = {
     **dict.fromkeys(("==", "~=", "<", ">", "<=", ">="), "boolean"),
     "..": "string",
 }
+SLURM_CONSTANTS = api.all_constants()
 SLURM_FIELD_KINDS = {
-    **dict.fromkeys(api.CONSTANTS, "number"),
+    **dict.fromkeys(SLURM_CONSTANTS, "number"),
     **dict.fromkeys(api.STRING_CONSTANTS, "string"),
     **dict.fromkeys(api.FUNCTIONS, "function"),
 }

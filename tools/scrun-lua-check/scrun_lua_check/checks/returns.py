@@ -7,10 +7,8 @@ result decides whether the script loads at all: non-zero is fatal for `scrun cre
 
 from __future__ import annotations
 
-from scrunlib.lua import api
-
 from scrun_lua_check import nodes as n
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import SLURM_CONSTANTS, Context
 
 
 def terminates(ctx: Context, block: n.Block) -> bool:
@@ -78,7 +76,7 @@ def constant_number(ctx: Context, node: n.Node) -> int | float | None:
         inner = constant_number(ctx, node.operand)
         return None if inner is None else -inner
     name = ctx.scopes.global_index(node, "slurm")
-    return api.CONSTANTS.get(name) if name is not None else None
+    return SLURM_CONSTANTS.get(name) if name is not None else None
 
 
 def check_hook_returns(ctx: Context) -> None:
