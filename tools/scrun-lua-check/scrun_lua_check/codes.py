@@ -18,6 +18,7 @@ CODES: dict[str, str] = {
     "W212": "unused argument (hook parameters excepted)",
     "W213": "unused loop variable",
     "W231": "local variable is set but never accessed",
+    "W311": "value assigned to a local variable is unused",
     "W411": "redefining a local variable in the same scope",
     "W421": "shadowing a local variable of an enclosing scope",
     "W431": "shadowing an upvalue (a local of an enclosing function)",

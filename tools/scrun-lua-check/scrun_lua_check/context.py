@@ -14,9 +14,10 @@ from functools import cached_property
 from scrunlib.lua import api
 
 from scrun_lua_check import nodes as n
+from scrun_lua_check.flow import ValueFlow, value_flow
 from scrun_lua_check.luaenv import LuaEnv
 from scrun_lua_check.report import Diagnostic
-from scrun_lua_check.scope import ScopeInfo
+from scrun_lua_check.scope import ScopeInfo, Variable
 
 HOOK_NAMES = frozenset(hook.name for hook in api.HOOKS)
 # Calls that run a shell command: the slurm ones wait for the command; all of them block.
@@ -109,6 +110,18 @@ class Context:
             return f"slurm.{slurm_name}"
         library = self.library_call(node)
         return f"{library[0]}.{library[1]}" if library in SHELL_CALLS else None
+
+    @cached_property
+    def flow(self) -> ValueFlow:
+        """Which values assigned to locals may be read (scrun_lua_check.flow)."""
+        functions = [node for node in self.all_nodes if isinstance(node, n.Function)]
+        return value_flow(self.chunk, self.scopes, functions)
+
+    def assigned_variable(self, target: n.Node) -> Variable | None:
+        """The local variable an assignment target (LocalName or Name) stores into."""
+        if isinstance(target, n.LocalName):
+            return self.scopes.declared.get(target)
+        return self.scopes.variable(target)
 
     @cached_property
     def definitions(self) -> list[Definition]:

@@ -17,6 +17,7 @@ from scrun_lua_check.checks.variables import (
     check_library_fields,
     check_shadowing,
     check_unused,
+    check_unused_values,
 )
 from scrun_lua_check.context import Context
 
@@ -24,6 +25,7 @@ CHECKS: tuple[Callable[[Context], None], ...] = (
     check_globals,
     check_library_fields,
     check_unused,
+    check_unused_values,
     check_shadowing,
     check_hooks,
     check_hook_returns,

@@ -16,26 +16,12 @@ def check_command_results(ctx: Context) -> None:
         if ctx.slurm_function(call) not in SLURM_COMMANDS:
             continue
         name = ctx.command_call(call)
-        node: n.Node = call
-        while isinstance(node.parent, n.Paren):
-            node = node.parent
-        statement = node.parent
-        if isinstance(statement, n.CallStat):
+        how, target = status_destination(call)
+        if how == "ignored":
             ctx.report(call, "W801", f"the result of {name}() is ignored: check its exit status")
-            continue
-        if isinstance(statement, n.Local):
-            targets: list[n.Node] = list(statement.names)
-            values = statement.values
-        elif isinstance(statement, n.Assign):
-            targets, values = statement.targets, statement.values
-        else:
-            continue  # used inside an expression, returned, or passed on
-        position = next(i for i, value in enumerate(values) if value is node)
-        if position >= len(targets):
+        elif how == "discarded":
             ctx.report(call, "W801", f"the result of {name}() is discarded: check its exit status")
-            continue
-        target = targets[position]  # a table field target may be read anywhere: not checked
-        if isinstance(target, (n.Name, n.LocalName)) and not status_read(ctx, target):
+        elif isinstance(target, (n.Name, n.LocalName)) and not status_read(ctx, target):
             ctx.report(
                 call,
                 "W802",
@@ -44,10 +30,46 @@ def check_command_results(ctx: Context) -> None:
             )
 
 
+def status_destination(call: n.Node) -> tuple[str, n.Node | None]:
+    """Where a call's first result goes: ("ignored", None) for a call statement,
+    ("discarded", None) when an assignment has no target for it, ("stored", target), or
+    ("used", None) inside an expression, returned or passed on."""
+    node: n.Node = call
+    while isinstance(node.parent, n.Paren):
+        node = node.parent
+    statement = node.parent
+    if isinstance(statement, n.CallStat):
+        return "ignored", None
+    if isinstance(statement, n.Local):
+        targets: list[n.Node] = list(statement.names)
+        values = statement.values
+    elif isinstance(statement, n.Assign):
+        targets, values = statement.targets, statement.values
+    else:
+        return "used", None
+    position = next(i for i, value in enumerate(values) if value is node)
+    if position >= len(targets):
+        return "discarded", None
+    return "stored", targets[position]
+
+
+def status_targets(ctx: Context) -> set[n.Node]:
+    """Targets that receive the STATUS of a command (W802 speaks for them)."""
+    found: set[n.Node] = set()
+    for call in ctx.calls():
+        if ctx.slurm_function(call) in SLURM_COMMANDS:
+            how, target = status_destination(call)
+            if how == "stored" and target is not None:
+                found.add(target)
+    return found
+
+
 def status_read(ctx: Context, target: n.Name | n.LocalName) -> bool:
     """Whether the value stored into `target` can be read later (`_`-names mean 'ignored')."""
     if target.name.startswith("_"):
         return True
+    if ctx.flow.tracks(target):
+        return ctx.flow.is_used(target)
     if isinstance(target, n.LocalName):
         return bool(ctx.scopes.declared[target].reads)
     accesses = ctx.scopes.accesses_of(target)

@@ -9,6 +9,7 @@ are not reported again as undefined (the W111 on the assignment already points a
 from __future__ import annotations
 
 from scrun_lua_check import nodes as n
+from scrun_lua_check.checks.commands import status_targets
 from scrun_lua_check.context import (
     HOOK_NAMES,
     SLURM_COMMANDS,
@@ -76,6 +77,24 @@ def check_unused(ctx: Context) -> None:
             ctx.report(variable.decl, "W231", f"{what} is set but never accessed")
         elif variable.kind is not VarKind.SELF:
             ctx.report(variable.decl, "W211", f"unused {what}")
+
+
+def check_unused_values(ctx: Context) -> None:
+    """luacheck's W311: a value stored in a local that no path reads before it is overwritten
+    or goes out of scope. Variables never read at all are W211/W231; command statuses W802."""
+    skip = status_targets(ctx)
+    for target in ctx.flow.assigned - ctx.flow.used:
+        variable = ctx.assigned_variable(target)
+        if variable is None or target in skip or not variable.reads:
+            continue
+        if variable.name.startswith("_") or variable.attrib == "close":
+            continue
+        ctx.report(
+            target,
+            "W311",
+            f"value assigned to {variable.kind.value} '{variable.name}' is unused"
+            " (overwritten or never read afterwards)",
+        )
 
 
 def holds_command_status(ctx: Context, variable: Variable) -> bool:
