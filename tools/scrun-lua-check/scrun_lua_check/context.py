@@ -10,6 +10,7 @@ import difflib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from scrunlib.lua import api
 
@@ -18,6 +19,9 @@ from scrun_lua_check.flow import ValueFlow, value_flow
 from scrun_lua_check.luaenv import LuaEnv
 from scrun_lua_check.report import Diagnostic
 from scrun_lua_check.scope import ScopeInfo, Variable
+
+if TYPE_CHECKING:
+    from scrun_lua_check.wrappers import CommandUse
 
 HOOK_NAMES = frozenset(hook.name for hook in api.HOOKS)
 # Calls that run a shell command: the slurm ones wait for the command; all of them block.
@@ -116,6 +120,13 @@ class Context:
         """Which values assigned to locals may be read (scrun_lua_check.flow)."""
         functions = [node for node in self.all_nodes if isinstance(node, n.Function)]
         return value_flow(self.chunk, self.scopes, functions)
+
+    @cached_property
+    def command_uses(self) -> list[CommandUse]:
+        """Every call that runs a shell command, directly or through a wrapper."""
+        from scrun_lua_check.wrappers import command_uses
+
+        return command_uses(self)
 
     def assigned_variable(self, target: n.Node) -> Variable | None:
         """The local variable an assignment target (LocalName or Name) stores into."""

@@ -12,7 +12,6 @@ from scrun_lua_check import nodes as n
 from scrun_lua_check.checks.commands import status_targets
 from scrun_lua_check.context import (
     HOOK_NAMES,
-    SLURM_COMMANDS,
     Context,
     closest,
     did_you_mean,
@@ -98,7 +97,8 @@ def check_unused_values(ctx: Context) -> None:
 
 
 def holds_command_status(ctx: Context, variable: Variable) -> bool:
-    return any(ctx.slurm_function(value) in SLURM_COMMANDS for value in variable.values)
+    status_calls = {use.call for use in ctx.command_uses if use.status}
+    return any(value in status_calls for value in variable.values)
 
 
 def check_shadowing(ctx: Context) -> None:
