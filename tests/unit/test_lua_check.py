@@ -310,10 +310,10 @@ def test_scope_resolution_rules() -> None:
         ("local _, out = slurm.allocator_command('x')\n  slurm.log_info(out)", []),
         ("local s\n  for _ = 1, 2 do\n    if s then break end\n"
          "    s = slurm.remote_command('x')\n  end", []),
-        ("local q = '\\'' .. bundle .. '\\''\n  os.execute('ls ' .. q)", []),
-        ("os.execute(\"ls '\" .. bundle .. \"'\")", []),
-        ("os.execute(string.format('ls %q', bundle))", ["W803"]),
-        ("os.execute(string.format(\"ls '%s' %d\", bundle, job_id))", []),
+        ("local q = '\\'' .. bundle .. '\\''\n  os.execute('touch ' .. q)", []),
+        ("os.execute(\"touch '\" .. bundle .. \"'\")", []),
+        ("os.execute(string.format('touch %q', bundle))", ["W803"]),
+        ("os.execute(string.format(\"touch '%s' %d\", bundle, job_id))", []),
         ("local cmd = 'rm -rf ' .. bundle\n  os.execute(cmd)", ["W803"]),
         ("local opts = '-a'\n  os.execute('rsync ' .. opts)", []),
         ("io.popen('ls ' .. shell_escape(bundle))", ["W113"]),
@@ -328,6 +328,13 @@ def test_scope_resolution_rules() -> None:
         ("slurm.log_info('%d', slurm.MAIL_JOB_TIME90)", ["E702"]),
         ("local json = require('cjson')\n  json.encode({})", []),
         ("local lpeg = require(name_from_somewhere)", ["W113", "W211"]),
+        ("local c = {}\n  if c.p == nil then c.p = {} end\n  c.p.x = 1", []),
+        ("local c = {}\n  if c.p then c.p.x = 1 end\n  c.p.y = 2", ["W806"]),
+        ("local c = {}\n  slurm.log_info(tostring(c.p and c.p.x))", []),
+        ("local c = {}\n  if not c.p then return 1 end\n  c.p.x = 1", []),
+        ("local c = {}\n  if c.p == nil then c.q = 1 else c.p.x = 1 end", []),
+        ("os.execute('echo hi > /dev/null')", []),
+        ("os.execute('/usr/bin/printf x')", ["W905"]),
         ("print('x') -- scrun-lua-check: ignore W904", []),
         ("print('x') -- scrun-lua-check: ignore", []),
         ("print('x') -- scrun-lua-check: ignore W1", ["W904"]),
@@ -362,9 +369,9 @@ def test_value_flow(body: str, codes: list[str]) -> None:
 @pytest.mark.parametrize(
     ("body", "words"),
     [
-        ("os.execute('ls \"' .. bundle .. '\"')", "inside double quotes"),
-        ("os.execute(string.format('ls %q', bundle))", "%q quotes for Lua, not for the shell"),
-        ("os.execute('ls ' .. bundle)", "spliced unquoted"),
+        ("os.execute('touch \"' .. bundle .. '\"')", "inside double quotes"),
+        ("os.execute(string.format('touch %q', bundle))", "%q quotes for Lua, not for the shell"),
+        ("os.execute('touch ' .. bundle)", "spliced unquoted"),
     ],
 )
 def test_shell_splice_messages_say_what_is_wrong(body: str, words: str) -> None:
