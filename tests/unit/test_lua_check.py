@@ -8,14 +8,17 @@ man page's example, which splices paths unquoted into rsync commands).
 
 from __future__ import annotations
 
+import grp
 import json
 import os
+import pwd
 import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from scrun_lua_check import nodes as n
+from scrun_lua_check.answers import NodeAnswers
 from scrun_lua_check.codes import CODES
 from scrun_lua_check.config import load_settings
 from scrun_lua_check.dryrun import DryRunOptions, dry_run, render_dry_run
@@ -499,6 +502,9 @@ def test_explicit_config_and_its_errors(workdir: Path) -> None:
         ('[tool.scrun-lua-check]\nignore = ["Z9"]\n', "unknown code 'Z9'"),
         ("[tool.scrun-lua-check]\nstrict = 1\n", "strict must be true or false"),
         ("[tool.scrun-lua-check\n", "invalid TOML"),
+        ('[[tool.scrun-lua-check.answers]]\ncommand = "("\n', "is not a regular expression"),
+        ("[[tool.scrun-lua-check.answers]]\ncommand = 'x'\nstatus = 300\n", "status must be"),
+        ("[[tool.scrun-lua-check.answers]]\ncommand = 'x'\nouput = ''\n", "unknown key 'ouput'"),
     ]:
         config.write_text(text)
         with pytest.raises(UsageError, match=needle):
@@ -596,6 +602,70 @@ def test_dry_run_of_the_seed_shows_commands_and_config_changes(bundle: Path) -> 
     assert json.loads((bundle / "config.json").read_text()) == PODMAN_CONFIG
     text = render_dry_run(report)
     assert '~ root.path: "rootfs" -> ' in text and "allocator_command (recorded" in text
+
+
+def test_dry_run_notes_paths_with_an_empty_component(bundle: Path) -> None:
+    report = dry_run(str(SEED), DryRunOptions(str(bundle), "ctr1", 42))
+    staged = f"/run/user/{os.getuid()}/slurm/scrun//ctr1"
+    notes = report.phases[1].notes
+    assert f"path with an empty component (an empty value spliced in?): {staged}" in notes
+    assert "  note: path with an empty component" in render_dry_run(report)
+
+
+ID_SCRIPT = """
+  local status, user = slurm.allocator_command(string.format("id -un %d", user_id))
+  if status ~= 0 or user == "" then
+    slurm.log_error("no user name")
+    return slurm.ERROR
+  end
+  user = string.gsub(user, "%s+", "")
+  local root = "/home/" .. user .. "/containers/" .. id
+  status = slurm.allocator_command("mkdir -p " .. root)
+  if status ~= 0 then return slurm.ERROR end
+  slurm.set_bundle_path(root)
+"""
+
+
+def test_dry_run_answers_commands_as_a_node_would(bundle: Path, tmp_path: Path) -> None:
+    script = tmp_path / "scrun.lua"
+    script.write_text(HOOKS.format(body=ID_SCRIPT))
+    report = dry_run(str(script), DryRunOptions(str(bundle), "ctr1"))
+    stage_in = report.phases[1]
+    name = pwd.getpwuid(os.getuid()).pw_name
+    assert not report.failed and stage_in.commands[0].output == name + "\n"
+    assert stage_in.bundle == f"/home/{name}/containers/ctr1" and stage_in.notes == []
+
+
+def test_dry_run_configured_answers_come_first(bundle: Path, workdir: Path) -> None:
+    config = workdir / "scrun-lua-check.toml"
+    config.write_text('[[tool.scrun-lua-check.answers]]\ncommand = "^id -un"\noutput = " \\n"\n')
+    answers = load_settings(str(config)).answers
+    script = workdir / "scrun.lua"
+    script.write_text(HOOKS.format(body=ID_SCRIPT))
+    stage_in = dry_run(str(script), DryRunOptions(str(bundle), "ctr1", answers=answers)).phases[1]
+    assert stage_in.bundle == "/home//containers/ctr1"
+    assert stage_in.notes == [
+        "path with an empty component (an empty value spliced in?): /home//containers/ctr1"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("script", "status", "output"),
+    [
+        ("id -u", 0, f"{os.getuid()}\n"),
+        ("/usr/bin/env LANG=C id -gn root", 0, f"{grp.getgrgid(0).gr_name}\n"),
+        ("id -un no-such-user-here && echo x", 1, "id: 'no-such-user-here': no such user\n"),
+        ("getent passwd root", 0, ":".join(map(str, pwd.getpwnam("root"))) + "\n"),
+        ("getent group no-such-group-here", 2, ""),
+        ("echo a  b; rm -rf /", 0, "a b\n"),
+        ("mkdir -p /x && rsync -a /a/ /x/", 0, ""),
+        ("test -d /nowhere", 0, ""),
+        ("false", 1, ""),
+        ("echo 'unbalanced", 0, ""),
+    ],
+)
+def test_builtin_answers(script: str, status: int, output: str) -> None:
+    assert NodeAnswers((), os.getuid())("allocator", script) == (status, output)
 
 
 def test_dry_run_cli_exit_status_and_json(
