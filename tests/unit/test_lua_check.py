@@ -361,6 +361,7 @@ def test_check_details(body: str, codes: list[str]) -> None:
         ("local s, out = slurm.allocator_command('x')\n  if s ~= 0 then return s end\n"
          "  s, out = slurm.allocator_command('y')\n  slurm.log_info(out)", ["W802", "W311"]),
         ("local _x = 1\n  _x = 2\n  slurm.log_info('%d', _x)", []),
+        ("local x = nil\n  x = 2\n  slurm.log_info('%d', x)", []),
         ("id = 'x'", []),  # a hook parameter scrun passes: never reported unused
         ("bundle = bundle .. '/x'", ["W311"]),
     ],

@@ -7,8 +7,8 @@ function's statements with the set of variables whose current value may still be
 loops repeat until nothing changes, `break` continues with what is live after the loop.
 
 Deliberately conservative, so that a value reported unused really is: variables a nested
-function reads or writes (upvalues, which may run at any time) are left out, and a `goto`
-makes every variable live.
+function reads or writes (upvalues, which may run at any time) are left out, a `goto`
+makes every variable live, and `local x = nil` is a declaration, not a value.
 """
 
 from __future__ import annotations
@@ -132,7 +132,8 @@ class _Walk:
                     indexed.append(target)
                 continue
             written.add(variable)
-            if position < len(values) or (spread and values):
+            explicit_nil = position < len(values) and isinstance(n.unparen(values[position]), n.Nil)
+            if not explicit_nil and (position < len(values) or spread):
                 self.flow.assigned.add(target)
                 if variable in live:
                     self.flow.used.add(target)
