@@ -32,7 +32,7 @@ class CommandUse:
     """A call that runs a shell command, with the arguments that become its text."""
 
     call: n.Call
-    name: str  # for messages: `slurm.allocator_command()`, `run() (which runs it with ...)`
+    name: str  # for messages: `slurm.allocator_command()`, `run() (a wrapper of ...)`
     runs: str  # the command function: `slurm.allocator_command`, `os.execute`, ...
     commands: tuple[n.Node, ...]
     status: bool  # its first result is the command's exit status (the slurm commands)
@@ -44,8 +44,8 @@ def command_uses(ctx: Context) -> list[CommandUse]:
     for _ in range(MAX_ROUNDS):
         uses = [use for call in ctx.calls() if (use := command_use(ctx, call, wrappers))]
         if not learn(ctx, uses, wrappers):
-            break
-    return uses
+            return uses
+    return [use for call in ctx.calls() if (use := command_use(ctx, call, wrappers))]
 
 
 def command_use(
