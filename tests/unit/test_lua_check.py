@@ -103,6 +103,9 @@ def test_seed_gets_only_the_listed_warnings() -> None:
     # the user name `id -un` returns is never used: the command runs for nothing
     [dead] = [d for d in diagnostics if d.code == "W311" and d.line == 24]
     assert "'user'" in dead.message
+    # rsync's messages for the bind mounts are never looked at
+    [lost] = [d for d in diagnostics if d.code == "W311" and d.line == 137]
+    assert "the OUTPUT of slurm.allocator_command() stored in 'output'" in lost.message
 
 
 def test_seed_is_copied_verbatim_from_the_man_page() -> None:

@@ -88,12 +88,31 @@ def check_unused_values(ctx: Context) -> None:
             continue
         if variable.name.startswith("_") or variable.attrib == "close":
             continue
-        ctx.report(
-            target,
-            "W311",
-            f"value assigned to {variable.kind.value} '{variable.name}' is unused"
-            " (overwritten or never read afterwards)",
+        command = output_of(ctx, target)
+        what = (
+            f"the OUTPUT of {command} stored in '{variable.name}' is never read afterwards"
+            " (the command's messages are lost; log them when it fails)"
+            if command is not None
+            else f"value assigned to {variable.kind.value} '{variable.name}' is unused"
+            " (overwritten or never read afterwards)"
         )
+        ctx.report(target, "W311", what)
+
+
+def output_of(ctx: Context, target: n.Node) -> str | None:
+    """The command (as named in messages) whose OUTPUT, its second result, `target` receives."""
+    statement = target.parent
+    if isinstance(statement, n.Local):
+        targets: list[n.Node] = list(statement.names)
+    elif isinstance(statement, n.Assign):
+        targets = statement.targets
+    else:
+        return None
+    values = statement.values
+    position = next(i for i, t in enumerate(targets) if t is target)
+    if not values or position != len(values):
+        return None  # not the result right after the last value's first one
+    return next((use.name for use in ctx.command_uses if use.call is values[-1]), None)
 
 
 def holds_command_status(ctx: Context, variable: Variable) -> bool:
