@@ -19,7 +19,7 @@ from scrunlib.log import ERROR, INFO, LogSettings
 from scrunlib.options import HelpRequested, one_id, parse, usage_text
 from scrunlib.spool import Spool, validate_id
 
-from scrun_anchor.anchor import Anchor
+from scrun_anchor.anchor import Creation
 
 USAGE = usage_text(
     "scrun-anchor --root DIR --bundle DIR [OPTIONS] CONTAINER-ID",
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         log.configure(settings)
         sys.stderr = open(spool.log_file, "a", encoding="utf-8")  # noqa: SIM115 - for tracebacks
-        anchor = Anchor(
+        creation = Creation(
             spool=spool,
             bundle_path=values["bundle"],
             bundle_given=not values.get("bundle-is-cwd"),
@@ -80,14 +80,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_file=values.get("log"),
             log_format=settings.log_format,
         )
-        anchor.create()
+        container = creation.create()
     except ScrunError as exc:
         ready.error(exc.message)
         return 1
     ready.created(os.getpid())
     settings.log_file = values.get("log")
     log.configure(settings)
-    code = anchor.serve()
+    code = container.serve()
     # Everything is cleaned up and every log line written (sinks append synchronously);
     # skip the interpreter's teardown: podman is waiting for this exit.
     sys.stderr.flush()
