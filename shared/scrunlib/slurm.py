@@ -19,6 +19,7 @@ from typing import Any
 from plumbum import ProcessExecutionError, local
 
 from scrunlib.errors import SlurmError, reason
+from scrunlib.files import write_atomically
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm_version import (
     SlurmVersion,
@@ -72,14 +73,8 @@ def _read_text(path: str | None) -> str:
 
 def _write_text(path: str, text: str) -> None:
     """Best effort (it is a cache): atomic replace, errors ignored."""
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(temporary, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+    with contextlib.suppress(OSError):
+        write_atomically(path, text)
 
 
 def _text(data: str | bytes) -> str:

@@ -8,15 +8,10 @@ from scrunlib import bundle as bundles
 from scrunlib import job_options
 from scrunlib.errors import SlurmError
 from scrunlib.job_options import unknown_variables
-from scrunlib.jobenv import (
-    container_job_env,
-    group_name,
-    output_variables,
-    slurm_variables,
-    user_name,
-)
+from scrunlib.jobenv import container_job_env, output_variables, slurm_variables
 from scrunlib.slurm import parse_scontrol_record
 from scrunlib.spool import Spool
+from scrunlib.users import group_name, user_name
 
 # --- output variables -------------------------------------------------------------------
 

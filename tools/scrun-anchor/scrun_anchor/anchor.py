@@ -33,6 +33,7 @@ from typing import Any
 from scrunlib import bundle as bundles
 from scrunlib import job_options, jobenv, log, protocol
 from scrunlib.errors import ScrunError, SlurmError, StateError, reason
+from scrunlib.files import write_atomically
 from scrunlib.lua.records import StageContext
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm, StepCommand, cluster_name, step_argv
@@ -233,10 +234,7 @@ class Creation:
     def _write_pid_file(self) -> None:
         if not self.pid_file:
             return
-        temporary = f"{self.pid_file}.scrun-tmp"
-        with open(temporary, "w", encoding="ascii") as stream:
-            stream.write(str(os.getpid()))
-        os.replace(temporary, self.pid_file)
+        write_atomically(self.pid_file, str(os.getpid()))
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 
 import scrunlib
 from scrunlib import log, siteconfig
-from scrunlib.errors import ScrunError, UsageError
+from scrunlib.errors import ScrunError, UsageError, print_error
 from scrunlib.launch import OPTIONS, ReadyPipe
 from scrunlib.log import ERROR, INFO, LogSettings
 from scrunlib.options import HelpRequested, one_id, parse, usage_text
@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(help_request.text)
         return 0
     except UsageError as exc:
-        sys.stderr.write(f"scrun-anchor: error: {exc.message}\n")
+        print_error("scrun-anchor", exc.message)
         return 2
     if values.get("version"):
         sys.stdout.write(f"scrun-anchor (scrun) {scrunlib.__version__}\n")

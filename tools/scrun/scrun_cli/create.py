@@ -9,7 +9,6 @@ On failure nothing is left: the anchor ends any job it got, we remove the spool 
 from __future__ import annotations
 
 import os
-import pwd
 import sys
 from collections.abc import Sequence
 
@@ -19,6 +18,7 @@ from scrunlib.launch import Launch, read_report
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
+from scrunlib.users import user_name
 
 from scrun_cli.context import Context
 
@@ -72,7 +72,7 @@ def create_container(
             rootfs=bundle.rootfs,
             oci_version=bundle.oci_version,
             annotations=bundle.annotations,
-            owner=_user_name(),
+            owner=user_name(os.getuid()) or str(os.getuid()),
         ).save(spool)
         return _launch_anchor(
             ctx, spool, bundle.path, bundle_path is None, pid_file, console_socket
@@ -80,13 +80,6 @@ def create_container(
     except BaseException:
         spool.remove()
         raise
-
-
-def _user_name() -> str:
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return str(os.getuid())
 
 
 def _launch_anchor(
