@@ -127,7 +127,7 @@ class Creation:
         server = protocol.listen(self.spool.socket)
         undo.callback(_close_server, server, self.spool)
         job_id, record = self._get_job(request, undo)
-        job_env = self._job_environment(version, record)
+        job_env = self._container_job_env(version, record)
         staging = None
         if stager is not None:
             context = StageContext.for_container(
@@ -197,7 +197,7 @@ class Creation:
             raise SlurmError(f"job {job_id} ended before it started ({record.get('JobState')})")
         return job_id, record
 
-    def _job_environment(self, version: SlurmVersion, record: dict[str, str]) -> dict[str, str]:
+    def _container_job_env(self, version: SlurmVersion, record: dict[str, str]) -> dict[str, str]:
         """What scrun.lua's hooks, their commands and the container's srun run with."""
         return jobenv.container_job_env(
             slurm_part=jobenv.slurm_variables(record, cluster_name(self.slurm_conf)),

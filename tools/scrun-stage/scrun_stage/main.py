@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> Report:
         job_id = slurm.allocate("scrun-stage", container_id, args.salloc_arg)
     try:
         container_spool = spool.Spool(args.root or spool.default_root(os.environ), container_id)
-        job_env, job_env_source = job_environment(bundle, container_spool, job_id, slurm)
+        job_env, job_env_source = job_env_and_source(bundle, container_spool, job_id, slurm)
         ctx = StageContext.for_container(
             bundle, container_spool, job_id=job_id, job_env=job_env, orig_bundle=bundle.path
         )
@@ -280,7 +280,7 @@ def _existing_job(args: argparse.Namespace) -> int | None:
     raise UsageError("no job: give --job-id N, --allocate, or run inside a job")
 
 
-def job_environment(
+def job_env_and_source(
     bundle: bundles.Bundle, container_spool: spool.Spool, job_id: int, slurm: Slurm
 ) -> tuple[dict[str, str], str]:
     """The job env the hooks and their commands see, built by the anchor's own code

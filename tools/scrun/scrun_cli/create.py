@@ -20,7 +20,7 @@ from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
 from scrunlib.users import user_name
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 
 OPTIONS = (
     Opt("bundle", "b", value=True, metavar="DIR", help="bundle (default: the current directory)"),
@@ -50,7 +50,7 @@ def anchor_command() -> list[str]:
 
 
 def create_container(
-    ctx: Context,
+    ctx: CommandContext,
     container_id: str,
     bundle_path: str | None,
     pid_file: str | None,
@@ -83,7 +83,7 @@ def create_container(
 
 
 def _launch_anchor(
-    ctx: Context,
+    ctx: CommandContext,
     spool: Spool,
     bundle_path: str,
     bundle_is_cwd: bool,
@@ -121,7 +121,7 @@ def _launch_anchor(
     raise ScrunError(f"the container's anchor failed before reporting (status {code})")
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="create")
     (container_id,) = one_id(words, "create")
     create_container(
