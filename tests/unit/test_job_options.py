@@ -20,7 +20,7 @@ V2302 = (23, 2, 0)
 V2311 = (23, 11, 4)
 V2405 = (24, 5, 1)
 
-# scrun-env.md §2, upstream's order.
+# Upstream scrun's job variables, in the order it reads them.
 UPSTREAM_ORDER = [
     "ACCOUNT", "ACCTG_FREQ", "BURST_BUFFER", "CLUSTER_CONSTRAINT", "CLUSTERS", "CONSTRAINT",
     "CORE_SPEC", "CPU_BIND", "CPU_FREQ_REQ", "CPUS_PER_GPU", "CPUS_PER_TASK", "DELAY_BOOT",
