@@ -2,6 +2,7 @@
 
 import os
 from datetime import datetime
+from typing import Any
 
 import pytest
 from scrunlib import bundle as bundles
@@ -23,7 +24,7 @@ CONFIG = {
 }
 BUNDLE = bundles.parse("/b", CONFIG)
 SPOOL = Spool("/run/user/1000/scrun", "c1")
-OUTPUT_ARGS = {
+OUTPUT_ARGS: dict[str, Any] = {
     "submission_bundle": "/b",
     "pid_file": "/run/c1.pid",
     "log_file": "/tmp/log.json",
