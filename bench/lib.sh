@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/lib.sh -- sourced by the bench scripts: the private cluster's checks they share.
 : "${CONTAINERS_CONF:?run through make bench, or eval \"\$(make -s env)\" first}"
 VENV_BIN="$(dirname "$(command -v scrun)")"   # this venv's scrun processes, not others'

@@ -17,7 +17,9 @@ anchors_rss() {
   done
   wait
   for i in $(seq "$count"); do rss_kb "$(podman inspect -f '{{.State.Pid}}' "$prefix-$i")"; done
-  podman rm -f -t 0 $(for i in $(seq "$count"); do echo "$prefix-$i"; done) >/dev/null
+  local names=()
+  for i in $(seq "$count"); do names+=("$prefix-$i"); done
+  podman rm -f -t 0 "${names[@]}" >/dev/null
 }
 summary() { sort -n | awk '{v[NR]=$1; s+=$1} END {printf "min %.1f MB, median %.1f MB, max %.1f MB, total %.1f MB\n", v[1]/1024, v[int((NR+1)/2)]/1024, v[NR]/1024, s/1024}'; }
 

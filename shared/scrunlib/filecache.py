@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 
+from scrunlib.files import write_atomically
+
 
 def identity(path: str) -> str:
     """What changes when `path` is replaced or edited (raises OSError when it is gone)."""
@@ -33,11 +35,5 @@ def write(cache: str | None, key: str, text: str) -> None:
     """Best effort, atomic (a reader sees the old entry or the new): errors are ignored."""
     if not cache:
         return
-    temporary = f"{cache}.{os.getpid()}.tmp"
-    try:
-        with open(temporary, "w", encoding="utf-8") as stream:
-            stream.write(f"{key}\n{text}")
-        os.replace(temporary, cache)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+    with contextlib.suppress(OSError):
+        write_atomically(cache, f"{key}\n{text}")

@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 from lupa import lua54
 
 from scrunlib import log
-from scrunlib.errors import LuaError, reason
+from scrunlib.errors import LuaLoadError, reason
 from scrunlib.lua import api
 from scrunlib.lua.commands import CommandRunner, CommandTimeout, command_env
 from scrunlib.lua.convert import (
@@ -189,7 +189,7 @@ class LuaScript:
                     "expired": self._expired,
                 }
             ),
-            self._table({name: lua_integer(value) for name, value in api.CONSTANTS.items()}),
+            self._table({name: lua_integer(value) for name, value in api.all_constants().items()}),
             encode(cluster_name),
             self._table(api.LOG_FUNCTION_LEVELS),
             self._lua.table_from([encode(name) for name in api.JSON_MODULES]),
@@ -211,9 +211,7 @@ class LuaScript:
             self._fail_load("the file does not exist")
         except OSError as exc:
             self._fail_load(f"cannot read it: {reason(exc)}")
-        if source.startswith(b"#"):
-            # luaL_loadfile skips a `#!` line; load() does not. Keep the line count.
-            source = source[source.find(b"\n") :] if b"\n" in source else b""
+        source = source[api.shebang_length(source) :]
         chunk, problem = self._compile(source, encode("@" + self.path))
         if chunk is None:
             self._fail_load(self._full_path(decode(problem)))
@@ -233,7 +231,7 @@ class LuaScript:
         log.debug(f"lua: loaded {self.path} in {time.monotonic() - start:.3f} s")
 
     def _fail_load(self, detail: str) -> NoReturn:
-        raise LuaError(f"unable to load {self.path}: {detail}")
+        raise LuaLoadError(f"unable to load {self.path}: {detail}")
 
     # -- calling hooks -------------------------------------------------------------------
 
@@ -335,6 +333,8 @@ class LuaScript:
                 "time_str2mins": _time_str2mins,
                 "from_json": self._from_json,
                 "to_json": self._to_json,
+                "from_yaml": self._from_yaml,
+                "to_yaml": self._to_yaml,
             }.items()
         }
 
@@ -400,6 +400,12 @@ class LuaScript:
 
     def _to_json(self, *args: Any) -> tuple[Any, ...]:
         return (self._json.to_json(args[0] if args else None),)
+
+    def _from_yaml(self, *args: Any) -> tuple[Any, ...]:
+        return (self._json.from_yaml(args[0] if args else None),)
+
+    def _to_yaml(self, *args: Any) -> tuple[Any, ...]:
+        return (self._json.to_yaml(args[0] if args else None),)
 
     # -- internal callbacks (not in the slurm table) -------------------------------------
 

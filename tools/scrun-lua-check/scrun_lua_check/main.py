@@ -15,7 +15,7 @@ from importlib import metadata
 from typing import NoReturn
 
 from scrunlib import siteconfig
-from scrunlib.errors import ScrunError, UsageError
+from scrunlib.errors import ScrunError, UsageError, print_error
 from scrunlib.lua.stage import find_script
 
 from scrun_lua_check.codes import CODES, matches
@@ -35,7 +35,8 @@ exit status: 0 clean, 1 warnings only, 2 errors (or the check could not run);
 --strict turns warnings into errors. Silence one line with a comment on it:
   -- scrun-lua-check: ignore W803
 Settings: [tool.scrun-lua-check] in ./scrun-lua-check.toml or ./pyproject.toml
-(ignore = ["W212"], strict = true). Codes: --list-codes."""
+(ignore = ["W212"], strict = true, [[tool.scrun-lua-check.answers]] for the
+dry run's answers to commands). Codes: --list-codes."""
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -135,7 +136,13 @@ def run(argv: Sequence[str]) -> int:
     from scrun_lua_check.dryrun import DryRunOptions, dry_run, render_dry_run
 
     options = DryRunOptions(
-        args.bundle, args.id, args.job_id, args.cluster_name, args.timeout, args.execute
+        args.bundle,
+        args.id,
+        args.job_id,
+        args.cluster_name,
+        args.timeout,
+        args.execute,
+        settings.answers,
     )
     report = dry_run(files[0], options)
     emit(args.format, diagnostics, report.as_dict())
@@ -168,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     try:
         code = run(sys.argv[1:] if argv is None else argv)
     except ScrunError as exc:
-        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+        print_error(PROG, exc.message)
         code = EXIT_ERRORS
     except BrokenPipeError:  # `scrun-lua-check ... | head`: the reader has seen enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

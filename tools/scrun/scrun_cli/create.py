@@ -10,7 +10,6 @@ ends any job it got, we remove the spool directory.
 from __future__ import annotations
 
 import os
-import pwd
 from collections.abc import Sequence
 
 from scrunlib import bundle as bundles
@@ -19,8 +18,9 @@ from scrunlib.launch import Launch, read_report
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
+from scrunlib.users import user_name
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ USAGE = usage_text(
 
 
 def create_container(
-    ctx: Context,
+    ctx: CommandContext,
     container_id: str,
     bundle_path: str | None,
     pid_file: str | None,
@@ -68,7 +68,7 @@ def create_container(
             rootfs=bundle.rootfs,
             oci_version=bundle.oci_version,
             annotations=bundle.annotations,
-            owner=_user_name(),
+            owner=user_name(os.getuid()) or str(os.getuid()),
         ).save(spool)
         return _launch_anchor(
             ctx, spool, bundle.path, bundle_path is None, pid_file, console_socket
@@ -78,15 +78,8 @@ def create_container(
         raise
 
 
-def _user_name() -> str:
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return str(os.getuid())
-
-
 def _launch_anchor(
-    ctx: Context,
+    ctx: CommandContext,
     spool: Spool,
     bundle_path: str,
     bundle_is_cwd: bool,
@@ -135,7 +128,7 @@ def _become_anchor(options: list[str]) -> NoReturn:
     os._exit(code)
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="create")
     (container_id,) = one_id(words, "create")
     create_container(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scrun_lua_check.checks.commands import check_command_results
+from scrun_lua_check.checks.failures import check_ignored_failures, check_nil_checks
 from scrun_lua_check.checks.hooks import check_hooks
 from scrun_lua_check.checks.modules import check_requires
 from scrun_lua_check.checks.returns import check_chunk_return, check_hook_returns
@@ -17,13 +18,15 @@ from scrun_lua_check.checks.variables import (
     check_library_fields,
     check_shadowing,
     check_unused,
+    check_unused_values,
 )
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import LintContext
 
-CHECKS: tuple[Callable[[Context], None], ...] = (
+CHECKS: tuple[Callable[[LintContext], None], ...] = (
     check_globals,
     check_library_fields,
     check_unused,
+    check_unused_values,
     check_shadowing,
     check_hooks,
     check_hook_returns,
@@ -31,12 +34,14 @@ CHECKS: tuple[Callable[[Context], None], ...] = (
     check_slurm_uses,
     check_command_results,
     check_shell_splices,
+    check_ignored_failures,
+    check_nil_checks,
     check_root_path,
     check_requires,
     check_placement,
 )
 
 
-def run_checks(ctx: Context) -> None:
+def run_checks(ctx: LintContext) -> None:
     for check in CHECKS:
         check(ctx)

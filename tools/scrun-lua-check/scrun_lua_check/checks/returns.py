@@ -7,13 +7,11 @@ result decides whether the script loads at all: non-zero is fatal for `scrun cre
 
 from __future__ import annotations
 
-from scrunlib.lua import api
-
 from scrun_lua_check import nodes as n
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import SLURM_CONSTANTS, LintContext
 
 
-def terminates(ctx: Context, block: n.Block) -> bool:
+def terminates(ctx: LintContext, block: n.Block) -> bool:
     """Whether running `block` surely ends the function (return, error(), os.exit()).
 
     `goto` counts as ending it: the checker does not follow jumps and would rather stay
@@ -27,7 +25,7 @@ def terminates(ctx: Context, block: n.Block) -> bool:
     return False
 
 
-def statement_terminates(ctx: Context, statement: n.Node) -> bool:
+def statement_terminates(ctx: LintContext, statement: n.Node) -> bool:
     if isinstance(statement, (n.Return, n.Goto)):
         return True
     if isinstance(statement, n.CallStat):
@@ -70,7 +68,7 @@ def has_break(block: n.Node) -> bool:
     return False
 
 
-def constant_number(ctx: Context, node: n.Node) -> int | float | None:
+def constant_number(ctx: LintContext, node: n.Node) -> int | float | None:
     node = n.unparen(node)
     if isinstance(node, n.Number):
         return node.value
@@ -78,10 +76,10 @@ def constant_number(ctx: Context, node: n.Node) -> int | float | None:
         inner = constant_number(ctx, node.operand)
         return None if inner is None else -inner
     name = ctx.scopes.global_index(node, "slurm")
-    return api.CONSTANTS.get(name) if name is not None else None
+    return SLURM_CONSTANTS.get(name) if name is not None else None
 
 
-def check_hook_returns(ctx: Context) -> None:
+def check_hook_returns(ctx: LintContext) -> None:
     for func, hook in ctx.hook_functions.items():
         if not terminates(ctx, func.body):
             ctx.report_at(
@@ -107,10 +105,19 @@ def check_hook_returns(ctx: Context) -> None:
             )
 
 
-def check_chunk_return(ctx: Context) -> None:
-    returns = [
-        node for node in ctx.all_nodes if isinstance(node, n.Return) and node.function is None
-    ]
+def always_runs(node: n.Node) -> bool:
+    """Whether a statement of the main chunk runs whenever the chunk runs to it: it is not
+    inside an `if`, a loop or a function (only `do` blocks may enclose it)."""
+    parent = node.parent
+    while isinstance(parent, (n.Block, n.Do)):
+        parent = parent.parent
+    return isinstance(parent, n.Chunk)
+
+
+def check_chunk_return(ctx: LintContext) -> None:
+    """A return that always runs decides whether the script loads; a conditional one is the
+    script refusing to load on purpose (its own setup failed) and is left alone."""
+    returns = [node for node in ctx.all_nodes if isinstance(node, n.Return) and always_runs(node)]
     for node in returns:
         if not node.values or ctx.value_kind(node.values[0]) == "nil":
             continue
