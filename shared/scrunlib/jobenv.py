@@ -17,6 +17,7 @@ from scrunlib import job_options
 from scrunlib.bundle import Bundle
 from scrunlib.slurm import SlurmVersion, cluster_name, supports_container_id
 from scrunlib.spool import Spool
+from scrunlib.userns import real_ids
 
 
 def user_name(uid: int) -> str:
@@ -47,7 +48,7 @@ def container_job_env(
     """`slurm_part` (the job's SLURM_* variables) plus the SCRUN_* output variables, for
     a container whose anchor is this process (scrun-stage and scrun-lua-check stand in for
     one). `version` None: unknown, so no SLURM_CONTAINER_ID."""
-    uid, gid = os.getuid(), os.getgid()
+    uid, gid = real_ids()
     env = dict(slurm_part)
     env.update(
         job_options.output_variables(

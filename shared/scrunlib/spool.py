@@ -41,11 +41,14 @@ def validate_id(container_id: str) -> str:
 
 def default_root(environ: Mapping[str, str]) -> str:
     """Every command agrees on this without being told (podman never passes --root):
-    `$XDG_RUNTIME_DIR/scrun` when set and non-empty, else `/run/user/<uid>/scrun`."""
+    `$XDG_RUNTIME_DIR/scrun` when set and non-empty, else `/run/user/<uid>/scrun`, with the
+    real uid (in rootless podman's user namespace, uid 0 is the user)."""
     runtime_dir = environ.get("XDG_RUNTIME_DIR")
     if runtime_dir:
         return os.path.join(runtime_dir, "scrun")
-    return f"/run/user/{os.getuid()}/scrun"
+    from scrunlib.userns import real_ids
+
+    return f"/run/user/{real_ids()[0]}/scrun"
 
 
 def dir_name(container_id: str) -> str:

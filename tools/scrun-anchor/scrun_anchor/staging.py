@@ -16,6 +16,7 @@ from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm, cluster_name
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
+from scrunlib.userns import real_ids
 
 
 class Staging:
@@ -69,8 +70,8 @@ class Staging:
             config_file=bundle.config_file,
             root_path=bundle.rootfs,
             job_id=state.job_id,
-            user_id=os.getuid(),
-            group_id=os.getgid(),
+            user_id=real_ids()[0],
+            group_id=real_ids()[1],
             job_env=[f"{name}={value}" for name, value in job_env.items()],
         )
         self.staged_in = True

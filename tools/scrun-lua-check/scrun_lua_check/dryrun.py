@@ -29,6 +29,7 @@ from scrunlib.lua.stage import (
     SubprocessRunner,
 )
 from scrunlib.spool import Spool, validate_id
+from scrunlib.userns import real_ids
 
 from scrun_lua_check.jsondiff import Change, diff
 from scrun_lua_check.sandbox import FileSandbox, SandboxedScript, SideEffect
@@ -140,8 +141,8 @@ def stage_context(options: DryRunOptions, config: dict[str, object], root: str) 
         spool_dir=container_spool.dir_for_scripts,
         config_file=bundle.config_file,
         job_id=options.job_id,
-        user_id=os.getuid(),
-        group_id=os.getgid(),
+        user_id=real_ids()[0],
+        group_id=real_ids()[1],
         job_env=[f"{name}={value}" for name, value in job_env.items()],
         root_path=bundle.rootfs,
         orig_bundle=bundle.path,

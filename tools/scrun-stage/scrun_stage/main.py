@@ -30,6 +30,7 @@ from scrunlib.lua.stage import (
     find_script,
 )
 from scrunlib.slurm import Slurm, SlurmVersion, cluster_name
+from scrunlib.userns import real_ids
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOAD = 0, 1, 2, 3
 
@@ -223,8 +224,8 @@ def run(args: argparse.Namespace) -> Report:
             spool_dir=spool_dir,
             config_file=bundle.config_file,
             job_id=job_id,
-            user_id=os.getuid(),
-            group_id=os.getgid(),
+            user_id=real_ids()[0],
+            group_id=real_ids()[1],
             job_env=job_env,
             root_path=bundle.rootfs,
             orig_bundle=bundle.path,

@@ -18,6 +18,7 @@ from scrunlib.errors import InvalidInput, ScrunError
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
+from scrunlib.userns import real_ids
 
 from scrun_cli.context import Context
 
@@ -82,10 +83,11 @@ def create_container(
 
 
 def _user_name() -> str:
+    uid = real_ids()[0]
     try:
-        return pwd.getpwuid(os.getuid()).pw_name
+        return pwd.getpwuid(uid).pw_name
     except KeyError:
-        return str(os.getuid())
+        return str(uid)
 
 
 def _launch_anchor(

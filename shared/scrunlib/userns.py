@@ -1,0 +1,90 @@
+"""Who the caller really is when scrun runs inside a rootless user namespace.
+
+Rootless podman (and rootless dockerd through rootlesskit) runs its OCI runtime in a user
+namespace where the user is uid 0 and the container's other ids map to the user's
+subordinate ids. munge vouches for the real uid, but salloc and srun also put their own
+getuid() (0) into the request, and slurmctld refuses: "Requested UID=0 doesn't match user
+UID=1000". So every command scrun and scrun.lua run goes through
+
+    unshare --user --map-user=<real uid> --map-group=<real gid> -- COMMAND...
+
+a child user namespace in which the real ids are the process's own. It stays in the
+caller's mount namespace, so the command sees the same files (a rootfs that podman mounted
+only there included), and it gets no more rights than the real user has.
+
+The real ids are our ids as the parent namespace sees them (/proc/self/uid_map and gid_map):
+rootless podman and docker are one namespace below the host. Outside a user namespace, and
+inside one that maps our ids to themselves, commands run as they are: the cost is one read
+of each map file per process. Inside, it is one more exec (unshare), under a millisecond.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+
+from scrunlib.errors import ScrunError
+
+UNSHARE_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
+
+
+def outside_id(id_map: str, inside: int) -> int | None:
+    """The parent namespace's id for `inside`, from the text of a uid_map/gid_map
+    (`inside outside count` per line); None when `inside` is not mapped."""
+    for line in id_map.splitlines():
+        fields = line.split()
+        if len(fields) != 3 or not all(field.isdigit() for field in fields):
+            continue
+        first, outside, count = (int(field) for field in fields)
+        if first <= inside < first + count:
+            return outside + inside - first
+    return None
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="ascii") as stream:
+            return stream.read()
+    except OSError:
+        return ""  # no /proc: treated as no namespace
+
+
+@functools.cache
+def real_ids() -> tuple[int, int]:
+    """(uid, gid) of this process as the host sees them."""
+    uid, gid = os.getuid(), os.getgid()
+    real_uid = outside_id(_read("/proc/self/uid_map"), uid)
+    real_gid = outside_id(_read("/proc/self/gid_map"), gid)
+    return (uid if real_uid is None else real_uid, gid if real_gid is None else real_gid)
+
+
+def in_other_identity() -> bool:
+    """True inside a user namespace where we are not who the host thinks we are (rootless
+    podman's uid 0 is the real user)."""
+    return real_ids() != (os.getuid(), os.getgid())
+
+
+def real_root() -> bool:
+    """The host's root (not a user namespace's uid 0)."""
+    return real_ids()[0] == 0
+
+
+@functools.cache
+def _unshare() -> str:
+    for directory in UNSHARE_DIRS:
+        candidate = os.path.join(directory, "unshare")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise ScrunError(
+        "scrun runs in a user namespace (rootless podman or docker) and needs `unshare` "
+        "(util-linux) to run Slurm commands as the real user; it is not installed"
+    )
+
+
+def as_real_user(argv: Sequence[str]) -> list[str]:
+    """`argv`, run so that it has the real user's uid and gid (see the module's doc)."""
+    if not in_other_identity():
+        return list(argv)
+    uid, gid = real_ids()
+    return [_unshare(), "--user", f"--map-user={uid}", f"--map-group={gid}", "--", *argv]
