@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 
 from scrunlib.errors import ContainerExists, InvalidInput, ScrunError, reason
+from scrunlib.ownership import check_private_dir
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 MAX_ID_LENGTH = 1024
@@ -114,11 +115,13 @@ class Spool:
 
 
 def make_root(root: str) -> None:
-    """Create the runtime root (0700) and its parents when missing."""
+    """Create the runtime root (0700) and its parents when missing; refuse one that is not
+    the caller's private directory (scrunlib.ownership)."""
     try:
         os.makedirs(root, mode=0o700, exist_ok=True)
     except OSError as exc:
         raise ScrunError(f"cannot create runtime root {root}: {reason(exc)}") from exc
+    check_private_dir(root, "runtime root", missing_ok=False)
 
 
 def socket_address(path: str) -> tuple[str, int | None]:

@@ -24,7 +24,7 @@ import functools
 import os
 from collections.abc import Sequence
 
-from scrunlib.errors import ScrunError
+from scrunlib.errors import InvalidInput, ScrunError
 
 UNSHARE_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
 
@@ -88,3 +88,41 @@ def as_real_user(argv: Sequence[str]) -> list[str]:
         return list(argv)
     uid, gid = real_ids()
     return [_unshare(), "--user", f"--map-user={uid}", f"--map-group={gid}", "--", *argv]
+
+
+# Filesystems a rootless engine mounts a container's rootfs with, inside its own mount
+# namespace (podman's and rootlesskit's overlay, or fuse-overlayfs).
+NAMESPACE_ONLY_TYPES = frozenset({"overlay", "fuse.fuse-overlayfs", "fuse-overlayfs"})
+
+
+def mount_of(path: str, mountinfo: str) -> tuple[str, str]:
+    """(mount point, filesystem type) of the mount `path` lies on, from the text of
+    /proc/self/mountinfo (`id parent dev root POINT options... - TYPE source options`)."""
+    best = ("/", "")
+    for line in mountinfo.splitlines():
+        before, _, after = line.partition(" - ")
+        fields = before.split()
+        if len(fields) < 5 or not after:
+            continue
+        point = fields[4].encode().decode("unicode_escape")  # \040 is a space
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best[0]):
+            best = (point, after.split()[0])
+    return best
+
+
+def check_rootfs_visible(rootfs: str) -> None:
+    """Without scrun.lua the nodes run the rootfs where it is. Inside a rootless engine's
+    namespaces, an overlay mount of it exists only there: the nodes would see an empty
+    directory. Say so at create, before any job exists."""
+    if not in_other_identity():
+        return
+    point, fstype = mount_of(os.path.realpath(rootfs), _read("/proc/self/mountinfo"))
+    if point == "/" or fstype not in NAMESPACE_ONLY_TYPES:
+        return
+    raise InvalidInput(
+        f"the container's root filesystem {rootfs} is on a {fstype} mount that exists only "
+        "in rootless podman's or docker's own namespace, so the compute nodes cannot see it: "
+        "stage it with a scrun.lua beside slurm.conf, or keep images where the nodes can read "
+        "them (for example storage driver vfs on a shared filesystem)"
+    )

@@ -243,7 +243,8 @@ def _is_anchor(argv: list[str]) -> bool:
 
 
 def anchor_processes() -> list[str]:
-    """`pid: command line` of every scrun-anchor process on the machine."""
+    """`pid: command line` of every scrun-anchor process of this checkout on the machine
+    (other checkouts may run their own tests beside these), whoever runs it."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -253,7 +254,7 @@ def anchor_processes() -> list[str]:
         except OSError:
             continue  # gone meanwhile, or a kernel thread
         argv = [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-        if argv and _is_anchor(argv):
+        if argv and _is_anchor(argv) and argv[0].startswith(f"{REPO}/"):
             found.append(f"{proc.name}: {' '.join(argv)}")
     return found
 

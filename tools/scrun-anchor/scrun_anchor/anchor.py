@@ -27,8 +27,9 @@ from types import FrameType
 from typing import Any
 
 from scrunlib import bundle as bundles
-from scrunlib import job_options, jobenv, log, protocol
+from scrunlib import job_options, jobenv, log, protocol, userns
 from scrunlib.errors import ScrunError, SlurmError, StateError, reason
+from scrunlib.ownership import check_job_owner
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm, StepCommand, step_argv
 from scrunlib.spool import Spool
@@ -115,6 +116,8 @@ class Anchor:
             hint = f" (did you mean {' or '.join(alike)}?)" if alike else ""
             log.info(f"ignoring unknown variable {name}{hint}")
         self.staging.load_script()  # a broken scrun.lua fails before any job exists
+        if not self.staging.will_stage:
+            userns.check_rootfs_visible(self.bundle.rootfs)
         if self.bundle.terminal and self.console_socket:
             self._send_console()
         self.server = protocol.listen(self.spool.socket)
@@ -140,6 +143,7 @@ class Anchor:
             state.existing_job = True
             state.step_name = f"scrun-{self.spool.path.rsplit('/', 1)[-1]}"
             record = self.slurm.job_record(state.job_id)
+            check_job_owner(state.job_id, record)
             if record.get("JobState") != "RUNNING":
                 raise SlurmError(f"job {state.job_id} is not running ({record.get('JobState')})")
             state.save(self.spool)

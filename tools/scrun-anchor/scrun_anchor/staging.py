@@ -27,6 +27,11 @@ class Staging:
         self.context: Any = None
         self.staged_in = False
 
+    @property
+    def will_stage(self) -> bool:
+        """A scrun.lua is loaded: it, not the bundle's own paths, decides what nodes see."""
+        return self.stager is not None
+
     def load_script(self) -> None:
         from scrunlib.lua.stage import find_script
 
