@@ -121,7 +121,7 @@ def check_rootfs_visible(rootfs: str) -> None:
     if point == "/" or fstype not in NAMESPACE_ONLY_TYPES:
         return
     raise InvalidInput(
-        f"the container's root filesystem {rootfs} is on a {fstype} mount that exists only "
+        f"the container's root filesystem {rootfs} is on a mount ({fstype}) that exists only "
         "in rootless podman's or docker's own namespace, so the compute nodes cannot see it: "
         "stage it with a scrun.lua beside slurm.conf, or keep images where the nodes can read "
         "them (for example storage driver vfs on a shared filesystem)"

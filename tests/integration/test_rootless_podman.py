@@ -196,7 +196,7 @@ def test_overlay_storage_without_scrun_lua_fails_at_create(
     assert done.returncode != 0
     message = errors(done.stderr)
     assert len(message) == 1, done.stderr
-    assert "overlay mount that exists only in rootless podman's" in message[0], message
+    assert "mount (overlay) that exists only in rootless podman's" in message[0], message
     assert "stage it with a scrun.lua" in message[0] and "vfs" in message[0], message
 
 
