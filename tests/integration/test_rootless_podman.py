@@ -145,11 +145,17 @@ def test_in_the_users_own_allocation(alice: User, clean: None) -> None:
 
 def test_unset_or_missing_xdg_runtime_dir(alice: User, clean: None) -> None:
     """No logind: XDG_RUNTIME_DIR unset (rootless podman then uses /run/user/<uid>), or
-    naming a directory that does not exist (podman makes it)."""
+    naming a directory that does not exist (made when the user may, else one clear line)."""
     for setting in ("unset XDG_RUNTIME_DIR", f"export XDG_RUNTIME_DIR=/tmp/gone-{alice.uid}-x"):
         done = alice.sh(f"{setting}; podman --runtime scrun run --rm {IMAGE} echo ok")
         assert (done.returncode, done.stdout) == (0, "ok\n"), (setting, done.stderr)
     alice.sh(f"rm -rf /tmp/gone-{alice.uid}-x")
+    done = alice.sh(f"XDG_RUNTIME_DIR=/nonexistent/x podman --runtime scrun run --rm {IMAGE} true")
+    assert done.returncode != 0
+    assert errors(done.stderr) == [
+        "Error: scrun: cannot create runtime root /nonexistent/x/scrun: Permission denied: "
+        "OCI permission denied"
+    ], done.stderr
 
 
 # ----------------------------------------------------------------------------- storage
