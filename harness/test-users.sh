@@ -70,38 +70,15 @@ as_user() {
     PATH=/usr/local/bin:/usr/bin:/bin XDG_RUNTIME_DIR="/run/user/$uid" "$@")
 }
 
-# user_containers_conf NAME: rootless podman's containers.conf with the runtime `scrun`.
-# The keys are the ones the root setup needs (podman-setup.sh says why), plus:
-# * netns/pidns/utsns/ipc host: a Slurm job has no container networks, and the namespaces
-#   are made on the node by the node's runtime;
-# * cgroups disabled: rootless podman cannot use cgroup v1, and the job's cgroup is Slurm's.
+# user_containers_conf NAME: rootless podman's containers.conf with the runtime `scrun`,
+# the same as root's (lib.sh says why each key).
 user_containers_conf() {
-  local name="$1" home conf nofile nproc hu
+  local name="$1" home conf
   home="$(getent passwd "$name" | cut -d: -f6)"
   conf="$home/.config/containers/containers.conf"
-  nofile="$(ulimit -Hn)"; [ "$nofile" = unlimited ] && nofile=1048576
-  nproc=32768; hu="$(ulimit -Hu)"
-  [ "$hu" != unlimited ] && [ "$hu" -lt "$nproc" ] && nproc="$hu"
   as_user "$name" mkdir -p "$home/.config/containers"
-  cat >"$conf.new" <<EOF
-# written by harness/test-users.sh: rootless podman with the runtime scrun
-[containers]
-default_ulimits = ["nofile=${nofile}:${nofile}", "nproc=${nproc}:${nproc}"]
-netns = "host"
-cgroups = "disabled"
-
-[network]
-network_backend = "netavark"
-
-[engine]
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-runtime_supports_json = ["crun", "runc", "scrun"]
-runtime_supports_nocgroup = ["crun", "scrun"]
-
-[engine.runtimes]
-scrun = ["$VENV/bin/scrun"]
-EOF
+  containers_conf "# written by harness/test-users.sh: rootless podman with the runtime scrun" \
+    >"$conf.new"
   chown "$name:" "$conf.new"
   if cmp -s "$conf.new" "$conf"; then rm -f "$conf.new"; else mv "$conf.new" "$conf"; log "wrote $conf"; fi
 }
