@@ -5,7 +5,7 @@
 #   * /run/user/<uid>, owned by the user, mode 0700 (there is no logind to make it): rootless
 #     podman keeps its runtime state there, crun on the nodes its --root, and scrun its spool
 #   * ~/.config/containers/containers.conf registering the runtime `scrun` (this checkout's
-#     .venv/bin/scrun); /etc/containers is never touched
+#     .venv/bin/scrun), and storage.conf with the vfs driver; /etc/containers is never touched
 #   * localhost/busybox:latest in each user's own (rootless) image store
 # Writes DIR/etc/test-user and DIR/etc/test-user2 (harness/env.sh exports them).
 # Idempotent; called by cluster-up.sh after podman-setup.sh. Everything is a function of its
@@ -79,6 +79,13 @@ user_containers_conf() {
   as_user "$name" mkdir -p "$home/.config/containers"
   containers_conf "# written by harness/test-users.sh: rootless podman with the runtime scrun" \
     >"$conf.new"
+  chown "$name:" "$conf.new"
+  if cmp -s "$conf.new" "$conf"; then rm -f "$conf.new"; else mv "$conf.new" "$conf"; log "wrote $conf"; fi
+  # vfs: each container's rootfs is a plain directory that the nodes (this machine) can
+  # read, so containers run without a scrun.lua. (podman 4.3 without fuse-overlayfs picks
+  # vfs anyway; newer podman would pick overlay, which only podman's namespace can see.)
+  conf="$home/.config/containers/storage.conf"
+  printf '# written by harness/test-users.sh\n[storage]\ndriver = "vfs"\n' >"$conf.new"
   chown "$name:" "$conf.new"
   if cmp -s "$conf.new" "$conf"; then rm -f "$conf.new"; else mv "$conf.new" "$conf"; log "wrote $conf"; fi
 }
