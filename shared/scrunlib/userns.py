@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Sequence
 
 from scrunlib.errors import InvalidInput, ScrunError
@@ -44,7 +45,7 @@ def outside_id(id_map: str, inside: int) -> int | None:
 
 def _read(path: str) -> str:
     try:
-        with open(path, encoding="ascii") as stream:
+        with open(path, encoding="utf-8", errors="surrogateescape") as stream:
             return stream.read()
     except OSError:
         return ""  # no /proc: treated as no namespace
@@ -93,6 +94,8 @@ def as_real_user(argv: Sequence[str]) -> list[str]:
 # Filesystems a rootless engine mounts a container's rootfs with, inside its own mount
 # namespace (podman's and rootlesskit's overlay, or fuse-overlayfs).
 NAMESPACE_ONLY_TYPES = frozenset({"overlay", "fuse.fuse-overlayfs", "fuse-overlayfs"})
+# mountinfo writes space, tab, newline and backslash in paths as \040 and the like.
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
 def mount_of(path: str, mountinfo: str) -> tuple[str, str]:
@@ -104,7 +107,7 @@ def mount_of(path: str, mountinfo: str) -> tuple[str, str]:
         fields = before.split()
         if len(fields) < 5 or not after:
             continue
-        point = fields[4].encode().decode("unicode_escape")  # \040 is a space
+        point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
         inside = path == point or path.startswith(point.rstrip("/") + "/")
         if inside and len(point) >= len(best[0]):
             best = (point, after.split()[0])
