@@ -177,8 +177,12 @@ def test_root_can_delete_anyones_container(
 def test_what_scrun_makes_is_the_callers(pair: tuple[User, User], running: Running) -> None:
     alice, _ = pair
     paths = [alice.root, running.spool, *running.spool.iterdir()]
-    pidfile = Path(f"/run/user/{alice.uid}/containers/overlay-containers/{running.cid}")
-    paths += [p for p in pidfile.glob("userdata/pidfile")]
+    # podman's --pid-file, which the anchor wrote: <runroot>/<driver>-containers/<id>/...
+    pidfiles = list(
+        Path(f"/run/user/{alice.uid}/containers").glob(f"*/{running.cid}/userdata/pidfile")
+    )
+    assert len(pidfiles) == 1, pidfiles
+    paths += pidfiles
     for path in paths:
         info = path.lstat()
         assert info.st_uid == alice.uid, f"{path} belongs to uid {info.st_uid}"
