@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from helpers import wait_for
@@ -30,12 +30,12 @@ class RootlessDocker:
     host: str  # unix:///run/user/<uid>/...sock
     runtime_root: Path  # what dockerd passes scrun as --root
 
-    def __call__(self, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    def __call__(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
         """`docker ARGS` as the user, against their rootless dockerd."""
         argv = shlex.join(["/usr/bin/docker", *args])
-        return self.user.sh(argv, env={"DOCKER_HOST": self.host}, **kwargs)  # type: ignore[arg-type]
+        return self.user.sh(argv, env={"DOCKER_HOST": self.host}, **kwargs)
 
-    def run(self, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
         """`docker run --runtime scrun --network none ARGS`."""
         return self("run", "--runtime", "scrun", "--network", "none", *args, **kwargs)
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ class User:
         script: str,
         env: Mapping[str, str] | None = None,
         timeout: float = 180.0,
-        **kwargs: object,
+        **kwargs: Any,
     ) -> subprocess.CompletedProcess[str]:
         """`script` in the user's login shell, with SLURM_CONF and `env` exported."""
         exports = {"SLURM_CONF": self.slurm_conf, **(env or {})}
@@ -55,7 +56,7 @@ class User:
         kwargs.setdefault("capture_output", True)
         if "input" not in kwargs:
             kwargs.setdefault("stdin", subprocess.DEVNULL)
-        return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        return subprocess.run(
             ["su", "-", self.name, "-c", prefix + script],
             text=True,
             timeout=timeout,
@@ -64,7 +65,7 @@ class User:
         )
 
     def podman(
-        self, *args: str, env: Mapping[str, str] | None = None, **kwargs: object
+        self, *args: str, env: Mapping[str, str] | None = None, **kwargs: Any
     ) -> subprocess.CompletedProcess[str]:
         """`podman --runtime scrun ARGS` as the user (rootless)."""
         return self.sh(shlex.join(["podman", "--runtime", "scrun", *args]), env=env, **kwargs)
