@@ -6,11 +6,14 @@ subordinate ids. munge vouches for the real uid, but salloc and srun also put th
 getuid() (0) into the request, and slurmctld refuses: "Requested UID=0 doesn't match user
 UID=1000". So every command scrun and scrun.lua run goes through
 
-    unshare --user --map-user=<real uid> --map-group=<real gid> -- COMMAND...
+    unshare --user --map-user=<real uid> --map-group=<real gid> --keep-caps -- COMMAND...
 
 a child user namespace in which the real ids are the process's own. It stays in the
 caller's mount namespace, so the command sees the same files (a rootfs that podman mounted
-only there included), and it gets no more rights than the real user has.
+only there included). --keep-caps keeps the powers that podman's uid 0 had over the user's
+own files (only the user's ids are mapped there): the man page's scrun.lua removes its
+staged copy with `rm -r`, and an image's read-only directories (mode 0555) must not stop
+it. Over anyone else's files the command has no more rights than the real user.
 
 The real ids are our ids as the parent namespace sees them (/proc/self/uid_map and gid_map):
 rootless podman and docker are one namespace below the host. Outside a user namespace, and
@@ -88,7 +91,15 @@ def as_real_user(argv: Sequence[str]) -> list[str]:
     if not in_other_identity():
         return list(argv)
     uid, gid = real_ids()
-    return [_unshare(), "--user", f"--map-user={uid}", f"--map-group={gid}", "--", *argv]
+    return [
+        _unshare(),
+        "--user",
+        f"--map-user={uid}",
+        f"--map-group={gid}",
+        "--keep-caps",
+        "--",
+        *argv,
+    ]
 
 
 # Filesystems a rootless engine mounts a container's rootfs with, inside its own mount

@@ -278,3 +278,18 @@ def test_scrun_stage_and_lua_check_as_the_user(alice: User, clean: None) -> None
         assert f"SCRUN_USER={alice.name}" in staged.stdout or alice.name in staged.stdout
     finally:
         alice.sh(f"rm -rf {work}")
+
+
+def test_man_page_scrun_lua_stages_overlay_storage(
+    alice: User,
+    site_runtime: Callable[[str | None], SiteRuntime],
+    private_storage: Callable[[str], dict[str, str]],
+    clean: None,
+) -> None:
+    """Overlay storage, which only podman's namespace sees, works once scrun.lua copies the
+    rootfs from inside that namespace to where the nodes can read it."""
+    env = {**private_storage("overlay"), **user_site(alice, site_runtime(SEED_SCRIPT.read_text()))}
+    done = alice.podman("run", "--rm", IMAGE, "sh", "-c", "cat /etc/passwd; id -u", env=env)
+    assert (done.returncode, done.stdout) == (0, "root:x:0:0:root:/root:/bin/sh\n0\n"), done.stderr
+    scratch = Path(f"/run/user/{alice.uid}/slurm/scrun")
+    wait_for("stage-out emptying the scratch dir", lambda: not any(scratch.iterdir()), 30)

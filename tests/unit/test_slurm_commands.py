@@ -171,7 +171,14 @@ def test_in_a_rootless_namespace_every_command_runs_as_the_real_user(fp, slurm, 
     monkeypatch.setattr(userns, "real_ids", lambda: (1001, 1002))
     monkeypatch.setattr(userns, "in_other_identity", lambda: True)
     client, bindir = slurm
-    as_user = [fp.any(min=1, max=1), "--user", "--map-user=1001", "--map-group=1002", "--"]
+    as_user = [
+        fp.any(min=1, max=1),
+        "--user",
+        "--map-user=1001",
+        "--map-group=1002",
+        "--keep-caps",
+        "--",
+    ]
     fp.register([*as_user, f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
     fp.register([*as_user, f"{bindir}/salloc", fp.any()], stderr="Granted job allocation 8\n")
     fp.register([*as_user, f"{bindir}/scancel", "--quiet", "8"])

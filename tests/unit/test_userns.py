@@ -57,6 +57,7 @@ def test_inside_rootless_podman_commands_get_the_real_ids(real: Callable[[int, i
         "--user",
         f"--map-user={uid}",
         f"--map-group={gid}",
+        "--keep-caps",
         "--",
         "/usr/bin/srun",
         "--jobid",
