@@ -46,12 +46,19 @@ def name(alice: User) -> Iterator[str]:
 # ----------------------------------------------------------------------------- basics
 
 
-def test_out_of_the_box(alice: User, clean: None) -> None:
-    """What the issue's user typed, with nothing set up by hand: it is a job of theirs."""
-    done = alice.sh(f"podman --runtime scrun run --rm {IMAGE} sh -c 'echo hi $SLURM_JOB_ID'")
+@pytest.mark.parametrize("which", [0, 1], ids=["first user", "second user"])
+def test_out_of_the_box(cluster: Cluster, which: int) -> None:
+    """What a user types, with nothing set up by hand (after make cluster-up): the container
+    runs, and its job is theirs."""
+    person = pick_users(cluster.exports, cluster.slurm_conf)[which]
+    done = person.sh(f"podman --runtime scrun run --rm {IMAGE} sh -c 'echo hi $SLURM_JOB_ID'")
     assert done.returncode == 0, done.stderr
-    assert re.fullmatch(r"hi [0-9]+\n", done.stdout), done.stdout
+    match = re.fullmatch(r"hi ([0-9]+)\n", done.stdout)
+    assert match, done.stdout
     assert errors(done.stderr) == []
+    record = person.sh(f"scontrol -o show job {match.group(1)}").stdout
+    assert f" UserId={person.name}({person.uid}) " in record, record
+    assert_users_clean(person)
 
 
 def test_exit_code_and_stdin(alice: User, clean: None) -> None:
