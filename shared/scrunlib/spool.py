@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from scrunlib.errors import ContainerExists, InvalidInput, ScrunError, reason
 from scrunlib.ownership import check_private_dir
+from scrunlib.userns import real_ids
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 MAX_ID_LENGTH = 1024
@@ -47,8 +48,6 @@ def default_root(environ: Mapping[str, str]) -> str:
     runtime_dir = environ.get("XDG_RUNTIME_DIR")
     if runtime_dir:
         return os.path.join(runtime_dir, "scrun")
-    from scrunlib.userns import real_ids
-
     return f"/run/user/{real_ids()[0]}/scrun"
 
 
