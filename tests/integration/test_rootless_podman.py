@@ -198,7 +198,11 @@ def private_storage(alice: User) -> Iterator[Callable[[str], dict[str, str]]]:
 
     yield make
     for tmp in made:
-        alice.sh(f"podman unshare rm -rf ~/{tmp}")
+        # podman keeps overlay storage's own directory mounted in its namespace
+        path = alice.home / tmp
+        mount = path / "data/containers/storage/overlay"
+        alice.sh(f"podman unshare sh -c 'umount -R {mount}; rm -rf {path}'")
+        assert not path.exists(), f"{path} left behind"
 
 
 def test_overlay_storage_without_scrun_lua_fails_at_create(
