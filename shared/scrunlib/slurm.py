@@ -27,6 +27,7 @@ from scrunlib.slurm_version import (
     supports_container_id,
     version_string,
 )
+from scrunlib.userns import as_real_user
 
 JOB_TAG_PREFIX = "scrun:"
 
@@ -204,14 +205,15 @@ class Slurm:
         return self.site.command(name)
 
     def command(self, argv: Sequence[str]) -> Any:
-        """A plumbum command for `argv` with this cluster's SLURM_CONF."""
-        return local[argv[0]][list(argv[1:])].with_env(**self.env)
+        """A plumbum command for `argv` with this cluster's SLURM_CONF, as the real user."""
+        argv = as_real_user(argv)
+        return local[argv[0]][argv[1:]].with_env(**self.env)
 
     def popen(self, argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> Any:
         """Start `argv` with exactly `env` (plumbum always adds our own environment, and
-        srun takes SLURM_* variables from its environment as options)."""
+        srun takes SLURM_* variables from its environment as options). As the real user."""
         try:
-            return subprocess.Popen(list(argv), env=dict(env), **kwargs)
+            return subprocess.Popen(as_real_user(argv), env=dict(env), **kwargs)
         except OSError as exc:
             raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc
 
