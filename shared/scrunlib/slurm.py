@@ -32,6 +32,7 @@ from scrunlib.slurm_version import (
     supports_container_id,
     version_string,
 )
+from scrunlib.userns import as_real_user
 
 TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
 if TYPE_CHECKING:
@@ -203,16 +204,17 @@ class Slurm:
         return self.site.command(name)
 
     def command(self, argv: Sequence[str]) -> Any:
-        """A plumbum command for `argv` with this cluster's SLURM_CONF."""
+        """A plumbum command for `argv` with this cluster's SLURM_CONF, as the real user."""
         from plumbum import local
 
-        return local[argv[0]][list(argv[1:])].with_env(**self.env)
+        argv = as_real_user(argv)
+        return local[argv[0]][argv[1:]].with_env(**self.env)
 
     def popen(self, argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> Any:
         """Start `argv` with exactly `env` (plumbum always adds our own environment, and
-        srun takes SLURM_* variables from its environment as options)."""
+        srun takes SLURM_* variables from its environment as options). As the real user."""
         try:
-            return subprocess.Popen(list(argv), env=dict(env), **kwargs)
+            return subprocess.Popen(as_real_user(argv), env=dict(env), **kwargs)
         except OSError as exc:
             raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc
 
@@ -234,11 +236,12 @@ class Slurm:
 
     def run_direct(self, argv: Sequence[str], timeout: float | None = None) -> tuple[int, str, str]:
         """`run` without plumbum, for the commands every container runs (see the module
-        docstring). Same contract: (status, stdout, stderr); a timeout is a SlurmError."""
+        docstring). Same contract: (status, stdout, stderr), as the real user; a timeout is a
+        SlurmError."""
         timeout = timeout or COMMAND_TIMEOUT
         try:
             done = subprocess.run(
-                list(argv),
+                as_real_user(argv),
                 env={**os.environ, **self.env},
                 stdin=subprocess.DEVNULL,
                 capture_output=True,

@@ -273,13 +273,14 @@ def anchor_processes() -> list[str]:
 
 
 def _spool_dir_of_other_checkout(container_dir: Path) -> bool:
-    """The container's anchor still runs, started from another checkout."""
+    """The container's anchor still runs, started from another checkout (as scrun-anchor,
+    or as a fork of that checkout's `scrun create`)."""
     try:
         pid = json.loads((container_dir / "state.json").read_text())["anchor_pid"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
     argv = _cmdline(pid) if isinstance(pid, int) else None
-    return argv is not None and _is_anchor(argv) and _other_checkout(argv)
+    return argv is not None and _other_checkout(argv)
 
 
 def leftovers(env: Mapping[str, str]) -> list[str]:

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from types import FrameType
 
 from scrunlib import bundle as bundles
-from scrunlib import job_options, jobenv, log, protocol
+from scrunlib import job_options, jobenv, log, protocol, userns
 from scrunlib.errors import ScrunError, SlurmError, StateError, reason
 from scrunlib.files import write_atomically
+from scrunlib.ownership import check_job_owner
 from scrunlib.phases import PhaseClock
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm, StepCommand, cluster_name, step_argv
@@ -127,6 +128,8 @@ class Creation:
             log.info(f"ignoring unknown variable {name}{hint}")
         stager = load_stager(self.slurm, self.site)  # broken: fails before any job exists
         pty_slave = None
+        if stager is None:
+            userns.check_rootfs_visible(self.bundle.rootfs)
         if self.bundle.terminal and self.console_socket:
             pty_slave = self._send_console(self.console_socket)
             undo.callback(os.close, pty_slave)
@@ -184,6 +187,7 @@ class Creation:
             state.step_name = f"scrun-{self.spool.path.rsplit('/', 1)[-1]}"
             undo.callback(_end_job, self.slurm, state, job_id)
             record = self.slurm.job_record(job_id)
+            check_job_owner(job_id, record)
             if record.get("JobState") != "RUNNING":
                 raise SlurmError(f"job {job_id} is not running ({record.get('JobState')})")
             state.save(self.spool)
