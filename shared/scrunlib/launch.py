@@ -93,13 +93,15 @@ class ReadyPipe:
     def _send(self, line: str) -> None:
         if self.fd is None:
             return
+        fd, self.fd = self.fd, None
         try:
-            os.write(self.fd, line.encode() + b"\n")
+            os.write(fd, line.encode() + b"\n")
         except OSError:
-            pass  # create has gone away; nothing to tell
-        finally:
-            os.close(self.fd)
-            self.fd = None
+            pass  # create has gone away (or the fd was never valid): nothing to tell
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # an invalid fd must not keep the anchor from ending its job
 
 
 @dataclass(frozen=True)
