@@ -15,6 +15,7 @@ means the anchor died before it could report.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -94,14 +95,12 @@ class ReadyPipe:
         if self.fd is None:
             return
         fd, self.fd = self.fd, None
-        try:
+        # create may have gone away, or the fd never was valid: nothing to tell then, and
+        # an invalid fd must not keep the anchor from going on to end its job.
+        with contextlib.suppress(OSError):
             os.write(fd, line.encode() + b"\n")
-        except OSError:
-            pass  # create has gone away (or the fd was never valid): nothing to tell
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass  # an invalid fd must not keep the anchor from ending its job
 
 
 @dataclass(frozen=True)
