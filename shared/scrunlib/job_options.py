@@ -25,7 +25,6 @@ import enum
 import re
 import signal
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from scrunlib.errors import InvalidInput
 from scrunlib.log import ENV_VARIABLES as LOG_VARIABLES
@@ -76,13 +75,15 @@ class Target(enum.StrEnum):
 # with the reason, phrased to follow "invalid NAME='value': ".
 
 
-@dataclass(frozen=True)
 class Kind:
     """A type of value: what the docs call it and how a value is checked."""
 
-    name: str
-    accepts: str  # markdown, for the "value kinds" table of the docs
-    check: Callable[[str], str | None]
+    __slots__ = ("accepts", "check", "name")
+
+    def __init__(self, name: str, accepts: str, check: Callable[[str], str | None]) -> None:
+        self.name = name
+        self.accepts = accepts  # markdown, for the "value kinds" table of the docs
+        self.check = check
 
 
 def _text(value: str) -> str:
@@ -298,20 +299,44 @@ KINDS = (
 # The table.
 
 
-@dataclass(frozen=True)
 class JobVariable:
-    """One SCRUN_* job variable and the Slurm option it becomes."""
+    """One SCRUN_* job variable and the Slurm option it becomes. (The classes of this
+    module are plain ones: each container's anchor imports it, and dataclasses cost ~5 ms.)"""
 
-    name: str
-    option: str  # the long option, e.g. "--partition"
-    kind: Kind
-    target: Target
-    since: SlurmVersion | None = None  # first Slurm release with the option
-    until: SlurmVersion | None = None  # first Slurm release without it
-    value_since: tuple[tuple[str, SlurmVersion], ...] = ()  # values newer than the option
-    # Appended to the option's earlier value after this separator instead of setting it.
-    appends_with: str = ""
-    note: str = ""
+    __slots__ = (
+        "appends_with",
+        "kind",
+        "name",
+        "note",
+        "option",
+        "since",
+        "target",
+        "until",
+        "value_since",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        option: str,
+        kind: Kind,
+        target: Target,
+        since: SlurmVersion | None = None,
+        until: SlurmVersion | None = None,
+        value_since: tuple[tuple[str, SlurmVersion], ...] = (),
+        appends_with: str = "",
+        note: str = "",
+    ) -> None:
+        self.name = name
+        self.option = option  # the long option, e.g. "--partition"
+        self.kind = kind
+        self.target = target
+        self.since = since  # first Slurm release with the option
+        self.until = until  # first Slurm release without it
+        self.value_since = value_since  # values newer than the option
+        # Appended to the option's earlier value after this separator instead of setting it.
+        self.appends_with = appends_with
+        self.note = note
 
 
 _A, _S = Target.ALLOCATION, Target.STEP
@@ -474,16 +499,40 @@ _OTHER_INPUTS = (*LOG_VARIABLES, "SCRUN_SITE_CONFIG")
 # Turning an environment into a job request.
 
 
-@dataclass(frozen=True)
 class JobRequest:
     """What the anchor asks Slurm for, from the SCRUN_* variables and SLURM_JOB_ID."""
 
-    job_name: str  # SCRUN_JOB_NAME or "scrun"
-    allocation_args: tuple[str, ...]  # salloc options; empty when running in an existing job
-    step_args: tuple[str, ...]  # srun options for the container step
-    existing_job_id: int | None  # SLURM_JOB_ID: run in that job and never end it
-    # Allocation variables that were set but have no effect because the job already exists.
-    ignored_variables: tuple[str, ...] = ()
+    __slots__ = ("allocation_args", "existing_job_id", "ignored_variables", "job_name", "step_args")
+
+    def __init__(
+        self,
+        job_name: str,
+        allocation_args: tuple[str, ...],
+        step_args: tuple[str, ...],
+        existing_job_id: int | None,
+        ignored_variables: tuple[str, ...] = (),
+    ) -> None:
+        self.job_name = job_name  # SCRUN_JOB_NAME or "scrun"
+        self.allocation_args = allocation_args  # salloc's; empty when the job already exists
+        self.step_args = step_args  # srun options for the container step
+        self.existing_job_id = existing_job_id  # SLURM_JOB_ID: run in that job, never end it
+        # Allocation variables that were set but have no effect because the job already exists.
+        self.ignored_variables = ignored_variables
+
+    def _fields(self) -> tuple[object, ...]:  # a value: equal when all its fields are
+        return (
+            self.job_name,
+            self.allocation_args,
+            self.step_args,
+            self.existing_job_id,
+            self.ignored_variables,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JobRequest) and self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        return f"JobRequest{self._fields()!r}"
 
 
 def merge_environment(

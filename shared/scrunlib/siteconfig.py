@@ -24,7 +24,6 @@ import contextlib
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from scrunlib import filecache
 from scrunlib.errors import InvalidInput, reason
@@ -44,16 +43,22 @@ def site_config_candidates(environ: Mapping[str, str]) -> list[str]:
     return [os.path.join(sys.prefix, "etc", "scrun", "scrun.toml"), "/etc/scrun/scrun.toml"]
 
 
-@dataclass(frozen=True)
 class SiteConfig:
-    """The parsed site file (or defaults when there is none)."""
+    """The parsed site file (or defaults when there is none). A plain class: every
+    container's anchor builds one, and dataclasses would cost ~5 ms of imports."""
 
-    path: str | None = None
-    slurm_conf: str | None = None
-    bin_dir: str | None = None
-    lua_timeout: float = 300.0
-    step_grace: float = 10.0
-    raw: Mapping[str, Any] = field(default_factory=dict)
+    __slots__ = ("bin_dir", "lua_timeout", "path", "slurm_conf", "step_grace")
+
+    def __init__(
+        self,
+        path: str | None = None,
+        slurm_conf: str | None = None,
+        bin_dir: str | None = None,
+        lua_timeout: float = 300.0,
+        step_grace: float = 10.0,
+    ) -> None:
+        self.path, self.slurm_conf, self.bin_dir = path, slurm_conf, bin_dir
+        self.lua_timeout, self.step_grace = lua_timeout, step_grace
 
     def slurm_conf_path(self, option: str | None, environ: Mapping[str, str]) -> str:
         """slurm.conf in use: `-f`, then SLURM_CONF, then the site file, then the default."""
@@ -124,5 +129,4 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         bin_dir=data.get("bin_dir"),
         lua_timeout=float(data.get("lua_timeout", 300.0)),
         step_grace=float(data.get("step_grace", 10.0)),
-        raw=dict(data),
     )

@@ -21,7 +21,6 @@ import re
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from scrunlib import filecache
 from scrunlib.errors import SlurmError, reason
@@ -88,17 +87,24 @@ def last_line(text: str) -> str:
     return errors[-1] if errors else "(no output)"
 
 
-@dataclass
 class StepCommand:
     """Everything that goes into the container's `srun` line."""
 
-    job_id: int
-    bundle: str
-    args: Sequence[str]
-    container_id: str
-    job_name: str = "scrun"
-    pty: bool = False
-    extra_args: Sequence[str] = field(default_factory=list)
+    __slots__ = ("args", "bundle", "container_id", "extra_args", "job_id", "job_name", "pty")
+
+    def __init__(
+        self,
+        job_id: int,
+        bundle: str,
+        args: Sequence[str],
+        container_id: str,
+        job_name: str = "scrun",
+        pty: bool = False,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.job_id, self.bundle, self.args = job_id, bundle, args
+        self.container_id, self.job_name, self.pty = container_id, job_name, pty
+        self.extra_args = extra_args
 
 
 def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:

@@ -26,7 +26,6 @@ import subprocess
 import termios
 import time
 import tty
-from dataclasses import dataclass
 from types import FrameType
 
 from scrunlib import bundle as bundles
@@ -253,28 +252,39 @@ class Creation:
         write_atomically(self.pid_file, str(os.getpid()))
 
 
-@dataclass
 class Container:
     """The anchor once the container is created: serves `start` and `kill` until the
     container ends, then cleans up. `step` is the srun of the container's step, None until
-    `start`; `pty_slave` the terminal the step gets, None without one or once handed over."""
+    `start`; `pty_slave` the terminal the step gets, None without one or once handed over.
+    (A plain class: dataclasses would cost every anchor ~5 ms of imports.)"""
 
-    spool: Spool
-    state: ContainerState
-    job_id: int
-    bundle: bundles.Bundle
-    run_bundle: str  # what srun --container runs (the staged bundle, adapted for slurmd)
-    step_args: tuple[str, ...]  # SCRUN_* options for the step's srun
-    job_env: dict[str, str]
-    slurm: Slurm
-    site: SiteConfig
-    server: socket.socket
-    pty_slave: int | None
-    staging: ContainerStaging | None
-    clock: PhaseClock  # the state's phase timings, begun by Creation
-    step: subprocess.Popen[bytes] | None = None
-    stop_requested: str | None = None
-    exit_code: int = 0
+    def __init__(
+        self,
+        *,
+        spool: Spool,
+        state: ContainerState,
+        job_id: int,
+        bundle: bundles.Bundle,
+        run_bundle: str,
+        step_args: tuple[str, ...],
+        job_env: dict[str, str],
+        slurm: Slurm,
+        site: SiteConfig,
+        server: socket.socket,
+        pty_slave: int | None,
+        staging: ContainerStaging | None,
+        clock: PhaseClock,
+    ) -> None:
+        self.spool, self.state, self.job_id, self.bundle = spool, state, job_id, bundle
+        self.run_bundle = run_bundle  # what srun --container runs (staged, adapted for slurmd)
+        self.step_args = step_args  # SCRUN_* options for the step's srun
+        self.job_env, self.slurm, self.site, self.server = job_env, slurm, site, server
+        self.pty_slave = pty_slave
+        self.staging = staging
+        self.clock = clock  # the state's phase timings, begun by Creation
+        self.step: subprocess.Popen[bytes] | None = None
+        self.stop_requested: str | None = None
+        self.exit_code = 0
 
     # ------------------------------------------------------------------ serve
     def serve(self) -> int:
