@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 # A regular (not editable) install: editable installs add an import hook that costs
 # ~10 ms on every scrun call. So the project is reinstalled whenever a source changes.
 STAMP := $(VENV)/.installed
-SOURCES := pyproject.toml $(shell find shared tools -name '*.py' -not -path '*/build/*')
+SOURCES := pyproject.toml tools/scrun/bin/scrun $(shell find shared tools -name '*.py' -not -path '*/build/*')
 # empty = the harness default ($SCRUN_CLUSTER_DIR, else /tmp/scrun-cluster)
 CLUSTER_DIR ?=
 # lint only the folders that exist (bench/ may be empty or missing)
