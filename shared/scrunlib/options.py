@@ -1,21 +1,21 @@
-"""Command-line parsing shared by the scrun commands: getopt, as runc and crun behave.
+"""Command-line parsing shared by the scrun commands: getopt's rules, as runc and crun behave.
 
-getopt (not argparse) keeps the hot path cheap and gives exactly the runc/crun surface:
-`--opt=value` and `--opt value`, unique prefixes of long options, attached short values.
-Options a runtime caller may pass but which mean nothing here are accepted, logged at
-debug level and ignored.
+The rules are getopt's (the module's unit tests check them against it), giving exactly the
+runc/crun surface: `--opt=value` and `--opt value`, unique prefixes of long options,
+attached short values, `--`. The getopt module itself is not used: it imports gettext and
+re (~4 ms), which is most of what `scrun state` would otherwise cost over the interpreter's
+start. Options a runtime caller may pass but which mean nothing here are accepted, logged
+at debug level and ignored.
 """
 
 from __future__ import annotations
-
-import getopt
-from collections.abc import Sequence
 
 from scrunlib import log
 from scrunlib.errors import UsageError
 
 TYPE_CHECKING = False  # typing costs milliseconds on every call; annotations are lazy
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 
@@ -77,20 +77,13 @@ def parse(
 
     `stop_at_first_word`: global options end at the command word (POSIX getopt)."""
     everything = [*options, HELP]
-    shortopts = "".join(o.short + (":" if o.value else "") for o in everything if o.short)
-    longopts = [o.long + ("=" if o.value else "") for o in everything]
-    parser = getopt.getopt if stop_at_first_word else getopt.gnu_getopt
     prefix = f"{what}: " if what else ""
     try:
-        parsed, words = parser(list(argv), shortopts, longopts)
-    except getopt.GetoptError as exc:
-        raise UsageError(f"{prefix}{_explain(exc)}") from None
-    by_flag = {f"--{o.long}": o for o in everything} | {
-        f"-{o.short}": o for o in everything if o.short
-    }
+        parsed, words = _getopt(list(argv), everything, permute=not stop_at_first_word)
+    except UsageError as exc:
+        raise UsageError(f"{prefix}{exc.message}") from None
     values: dict[str, Any] = {}
-    for flag, value in parsed:
-        opt = by_flag[flag]
+    for flag, opt, value in parsed:
         if opt is HELP:
             raise HelpRequested(usage)
         if opt.ignored:
@@ -102,21 +95,72 @@ def parse(
     return values, words
 
 
-def _explain(exc: getopt.GetoptError) -> str:
-    option = (
-        exc.opt
-        if exc.opt.startswith("-") or not exc.opt
-        else (f"--{exc.opt}" if len(exc.opt) > 1 else f"-{exc.opt}")
-    )
-    if "not recognized" in exc.msg:
-        return f"unknown option {option}"
-    if "requires argument" in exc.msg:
-        return f"option {option} needs a value"
-    if "must not have an argument" in exc.msg:
-        return f"option {option} takes no value"
-    if "not a unique prefix" in exc.msg:
-        return f"option {option} is ambiguous"
-    return exc.msg
+def _getopt(
+    argv: list[str], options: Sequence[Opt], *, permute: bool
+) -> tuple[list[tuple[str, Opt, str]], list[str]]:
+    """getopt.getopt (`permute` False: options end at the first word) or getopt.gnu_getopt
+    (options and words mixed) over `options`: ([(flag, option, value)], words). The flag is
+    `--long` (the full name, also for a prefix) or `-s`; the value "" for a flag."""
+    parsed: list[tuple[str, Opt, str]] = []
+    words: list[str] = []
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        index += 1
+        if word == "--":
+            words += argv[index:]
+            break
+        if word.startswith("--"):
+            name, has_value, value = word[2:].partition("=")
+            opt = _long_option(name, options)
+            if opt.value and not has_value:
+                if index == len(argv):
+                    raise UsageError(f"option --{name} needs a value")
+                value = argv[index]
+                index += 1
+            elif has_value and not opt.value:
+                raise UsageError(f"option --{name} takes no value")
+            parsed.append((f"--{opt.long}", opt, value))
+        elif word.startswith("-") and word != "-":
+            letters = word[1:]
+            while letters:
+                letter, letters = letters[0], letters[1:]
+                opt = _short_option(letter, options)
+                value = ""
+                if opt.value:
+                    if not letters:
+                        if index == len(argv):
+                            raise UsageError(f"option -{letter} needs a value")
+                        letters = argv[index]
+                        index += 1
+                    value, letters = letters, ""
+                parsed.append((f"-{letter}", opt, value))
+        elif permute:
+            words.append(word)
+        else:
+            words += argv[index - 1 :]
+            break
+    return parsed, words
+
+
+def _long_option(name: str, options: Sequence[Opt]) -> Opt:
+    """The option `--name` means: its exact name, else the one it is a prefix of."""
+    matches = [opt for opt in options if opt.long.startswith(name)]
+    exact = [opt for opt in matches if opt.long == name]
+    if exact:
+        return exact[0]
+    if not matches:
+        raise UsageError(f"unknown option --{name}")
+    if len(matches) > 1:
+        raise UsageError(f"option --{name} is ambiguous")
+    return matches[0]
+
+
+def _short_option(letter: str, options: Sequence[Opt]) -> Opt:
+    for opt in options:
+        if opt.short == letter:
+            return opt
+    raise UsageError(f"unknown option -{letter}")
 
 
 def one_id(words: Sequence[str], command: str, extra: str = "") -> list[str]:
