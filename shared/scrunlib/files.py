@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 
@@ -20,6 +19,8 @@ def write_atomically(path: str, text: str, *, durable: bool = False) -> None:
                 os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
+        import contextlib  # only here: `scrun state` imports this module
+
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise

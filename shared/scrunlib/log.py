@@ -8,15 +8,15 @@ the hot path (`scrun state`) never pays for it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Mapping
 
 from scrunlib.errors import InvalidInput, reason
 
-TYPE_CHECKING = False  # typing, dataclasses and datetime cost milliseconds per call
+# typing, dataclasses, datetime, collections and contextlib cost milliseconds per call
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime
     from typing import Any, TextIO
 
@@ -212,6 +212,8 @@ def _loguru() -> Any:
     global _logger
     if _logger is not None:
         return _logger
+    import contextlib
+
     from loguru import logger
 
     logger.remove()

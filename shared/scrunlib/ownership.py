@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
 
 from scrunlib.errors import ScrunError, reason
 from scrunlib.userns import real_ids, real_root
+
+TYPE_CHECKING = False  # every scrun call imports this module: no typing or collections
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 def _owner_name(uid: int) -> str:

@@ -23,12 +23,13 @@ of each map file per process. Inside, it is one more exec (unshare), under a mil
 
 from __future__ import annotations
 
-import functools
 import os
-import re
-from collections.abc import Sequence
 
 from scrunlib.errors import InvalidInput, ScrunError
+
+TYPE_CHECKING = False  # every scrun call imports this module: no typing, functools or re
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 UNSHARE_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
 
@@ -54,13 +55,19 @@ def _read(path: str) -> str:
         return ""  # no /proc: treated as no namespace
 
 
-@functools.cache
+_real_ids: list[tuple[int, int]] = []  # real_ids()'s answer, once known
+
+
 def real_ids() -> tuple[int, int]:
-    """(uid, gid) of this process as the host sees them."""
-    uid, gid = os.getuid(), os.getgid()
-    real_uid = outside_id(_read("/proc/self/uid_map"), uid)
-    real_gid = outside_id(_read("/proc/self/gid_map"), gid)
-    return (uid if real_uid is None else real_uid, gid if real_gid is None else real_gid)
+    """(uid, gid) of this process as the host sees them (read once per process)."""
+    if not _real_ids:
+        uid, gid = os.getuid(), os.getgid()
+        real_uid = outside_id(_read("/proc/self/uid_map"), uid)
+        real_gid = outside_id(_read("/proc/self/gid_map"), gid)
+        _real_ids.append(
+            (uid if real_uid is None else real_uid, gid if real_gid is None else real_gid)
+        )
+    return _real_ids[0]
 
 
 def in_other_identity() -> bool:
@@ -74,7 +81,6 @@ def real_root() -> bool:
     return real_ids()[0] == 0
 
 
-@functools.cache
 def _unshare() -> str:
     for directory in UNSHARE_DIRS:
         candidate = os.path.join(directory, "unshare")
@@ -105,20 +111,21 @@ def as_real_user(argv: Sequence[str]) -> list[str]:
 # Filesystems a rootless engine mounts a container's rootfs with, inside its own mount
 # namespace (podman's and rootlesskit's overlay, or fuse-overlayfs).
 NAMESPACE_ONLY_TYPES = frozenset({"overlay", "fuse.fuse-overlayfs", "fuse-overlayfs"})
-# mountinfo writes space, tab, newline and backslash in paths as \040 and the like.
-_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
 def mount_of(path: str, mountinfo: str) -> tuple[str, str]:
     """(mount point, filesystem type) of the mount `path` lies on, from the text of
     /proc/self/mountinfo (`id parent dev root POINT options... - TYPE source options`)."""
+    import re  # only inside a rootless engine's namespace
+
+    octal_escape = re.compile(r"\\([0-7]{3})")  # mountinfo's \040 for a space and the like
     best = ("/", "")
     for line in mountinfo.splitlines():
         before, _, after = line.partition(" - ")
         fields = before.split()
         if len(fields) < 5 or not after:
             continue
-        point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
+        point = octal_escape.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
         inside = path == point or path.startswith(point.rstrip("/") + "/")
         if inside and len(point) >= len(best[0]):
             best = (point, after.split()[0])

@@ -151,7 +151,7 @@ function slurm_scrun_stage_out() mark("out"); return slurm.SUCCESS end
 def created(fp, site, spool, bundle) -> Container:
     expect_allocation(fp, site)
     container = creation(site, spool, bundle).create()
-    assert saved(spool).status is Status.CREATED and saved(spool).job_id == JOB
+    assert saved(spool).status == Status.CREATED and saved(spool).job_id == JOB
     assert os.path.exists(spool.socket)
     return container
 
@@ -166,7 +166,7 @@ def test_start_launches_the_step(fp, site, spool, bundle, created) -> None:
     assert created.handle({"op": "start"}) == {"ok": True}
     assert fp.call_count(step_argv(site, bundle)) == 1
     state = saved(spool)
-    assert state.status is Status.RUNNING and state.step_pid == created.step.pid
+    assert state.status == Status.RUNNING and state.step_pid == created.step.pid
     assert created.handle({"op": "start"}) == {"ok": True}  # again: nothing more to do
     assert fp.call_count(step_argv(site, bundle)) == 1
 

@@ -50,16 +50,16 @@ def test_dead_anchor_means_stopped():
     state = ContainerState(id="c1", bundle="/b", rootfs="/r", status=Status.RUNNING)
     state.anchor_pid = os.getpid()
     state.anchor_start_time = process_start_time(os.getpid())
-    assert state.effective_status() is Status.RUNNING
+    assert state.effective_status() == Status.RUNNING
     assert state.oci_state()["pid"] == os.getpid()
     state.anchor_start_time = (state.anchor_start_time or 0) + 1  # a reused pid
-    assert state.effective_status() is Status.STOPPED
+    assert state.effective_status() == Status.STOPPED
     assert state.oci_state()["pid"] == 0
 
 
 def test_creating_without_anchor_yet_is_creating():
     state = ContainerState(id="c1", bundle="/b", rootfs="/r")
-    assert state.effective_status() is Status.CREATING
+    assert state.effective_status() == Status.CREATING
 
 
 def test_oci_state_document():

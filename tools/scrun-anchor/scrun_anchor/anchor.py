@@ -349,10 +349,10 @@ class Container:
 
     def _start(self) -> None:
         state = self.state
-        if state.status is Status.RUNNING:
+        if state.status == Status.RUNNING:
             return
-        if state.status is not Status.CREATED:
-            raise StateError(f"container {state.id!r} is {state.status.value}, it cannot start")
+        if state.status != Status.CREATED:
+            raise StateError(f"container {state.id!r} is {state.status}, it cannot start")
         self.clock.start("launch")
         argv = step_argv(
             self.slurm.path("srun"),
@@ -404,11 +404,11 @@ class Container:
 
     def _kill(self, signum: int) -> None:
         state = self.state
-        if state.status is Status.CREATED:
+        if state.status == Status.CREATED:
             # Never started: "killing" it ends it, as runc does with a created container.
             self.exit_code = 128 + signum
             self.stop_requested = f"signal {signum} before start"
-        elif state.status is Status.RUNNING:
+        elif state.status == Status.RUNNING:
             self._signal_step(signum)
 
     def _signal_step(self, signum: int) -> None:

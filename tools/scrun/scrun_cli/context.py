@@ -7,15 +7,15 @@ The site configuration (TOML) is read only by commands that need Slurm: the hot 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from functools import cached_property
 
 from scrunlib.log import LogSettings
 from scrunlib.ownership import check_private_dir
 from scrunlib.spool import SITE_CONFIG_CACHE, Spool, default_root, validate_id
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # every scrun call imports this module: no typing, collections, functools
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from scrunlib.siteconfig import SiteConfig
 
 
@@ -33,20 +33,29 @@ class CommandContext:
         self.slurm_conf_option = slurm_conf_option
         self.log_settings = log_settings
         self.environ = environ
+        self._site: SiteConfig | None = None
+        self._root: str | None = None
 
-    @cached_property
+    @property
     def site(self) -> SiteConfig:
-        from scrunlib import siteconfig
+        """Read on first use (only commands that need Slurm do)."""
+        if self._site is None:
+            from scrunlib import siteconfig
 
-        return siteconfig.load(self.environ, cache=os.path.join(self.root, SITE_CONFIG_CACHE))
+            cache = os.path.join(self.root, SITE_CONFIG_CACHE)
+            self._site = siteconfig.load(self.environ, cache=cache)
+        return self._site
 
-    @cached_property
+    @property
     def root(self) -> str:
-        """The runtime root, refused when another user could have planted or changed it."""
-        option = self.root_option
-        root = os.path.abspath(option) if option else default_root(self.environ)
-        check_private_dir(root, "runtime root")
-        return root
+        """The runtime root, refused when another user could have planted or changed it
+        (checked on first use)."""
+        if self._root is None:
+            option = self.root_option
+            root = os.path.abspath(option) if option else default_root(self.environ)
+            check_private_dir(root, "runtime root")
+            self._root = root
+        return self._root
 
     @property
     def slurm_conf(self) -> str:

@@ -43,7 +43,7 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     number = parse_signal(rest[0]) if rest else int(signal.SIGTERM)
     spool = ctx.spool(container_id)
     state = ContainerState.load(spool)
-    if state.effective_status() is Status.STOPPED:
+    if state.effective_status() == Status.STOPPED:
         log.debug(f"kill: container {container_id!r} has already stopped")
         return 0
     protocol.request(spool.socket, {"op": "kill", "signal": number})

@@ -8,10 +8,8 @@ imported only when used, so `scrun state` stays cheap.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
-from collections.abc import Sequence
 
 from scrunlib import log
 from scrunlib.errors import ScrunError, UsageError
@@ -21,8 +19,9 @@ from scrunlib.ownership import restrict_umask
 
 from scrun_cli.context import CommandContext
 
-TYPE_CHECKING = False  # typing costs milliseconds on every call
+TYPE_CHECKING = False  # typing (and collections, importlib) cost milliseconds on every call
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any, NoReturn
 
 COMMANDS = {
@@ -144,7 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ScrunError(f"scrun does not support {command!r}: {NOT_SUPPORTED[command]}")
         if command not in COMMANDS:
             raise UsageError(f"unknown command {rest[0]!r} (commands: {', '.join(COMMANDS)})")
-        module = importlib.import_module(f"scrun_cli.{command if command != 'run' else 'run_cmd'}")
+        name = f"scrun_cli.{command if command != 'run' else 'run_cmd'}"
+        module = __import__(name, fromlist=["run"])  # the command's module, imported now
         code: int = module.run(ctx, rest[1:])
         return code
     except HelpRequested as help_request:

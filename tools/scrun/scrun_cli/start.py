@@ -25,9 +25,9 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     spool = ctx.spool(container_id)
     state = ContainerState.load(spool)
     status = state.effective_status()
-    if status is Status.STOPPED:
+    if status == Status.STOPPED:
         raise StateError(f"container {container_id!r} has already stopped")
-    if status is Status.CREATING:
+    if status == Status.CREATING:
         raise StateError(f"container {container_id!r} is still being created")
     protocol.request(spool.socket, {"op": "start"})
     return 0

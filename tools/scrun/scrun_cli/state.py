@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Sequence
 
+from scrunlib import leanjson
 from scrunlib.options import one_id, parse, usage_text
 from scrunlib.state import ContainerState
 
 from scrun_cli.context import CommandContext
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 USAGE = usage_text(
     "scrun state CONTAINER-ID",
@@ -23,5 +26,5 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     _, words = parse(argv, (), USAGE, what="state")
     (container_id,) = one_id(words, "state")
     state = ContainerState.load(ctx.spool(container_id))
-    sys.stdout.write(json.dumps(state.oci_state(), indent=2) + "\n")
+    sys.stdout.write(leanjson.dumps(state.oci_state(), indent=2) + "\n")
     return 0
