@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Mapping
-from datetime import datetime
 
 from scrunlib.bundle import Bundle
 from scrunlib.errors import SlurmError
@@ -200,9 +200,12 @@ def _megabytes(value: str | None) -> int | None:
 
 
 def _epoch(value: str | None) -> int | None:
-    """scontrol's local `2024-05-01T10:00:00` → seconds since the epoch. fromisoformat, not
-    strptime: _strptime and calendar cost each create ~3 ms to import."""
+    """scontrol's local `2024-05-01T10:00:00` → seconds since the epoch. time.mktime, not
+    datetime or strptime: importing those costs each create ~1 ms and ~3 ms."""
+    date, _, clock = (value or "").partition("T")
     try:
-        return int(datetime.fromisoformat(value or "").timestamp())
-    except ValueError:
+        year, month, day = (int(number) for number in date.split("-"))
+        hour, minute, second = (int(number) for number in clock.split(":"))
+    except ValueError:  # "Unknown", "None", or not a time at all
         return None
+    return int(time.mktime((year, month, day, hour, minute, second, 0, 0, -1)))
