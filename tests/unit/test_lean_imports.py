@@ -1,0 +1,51 @@
+"""What the hot path imports decides most of its cost (bench/overhead.sh): `scrun state`
+must not import more than the interpreter's start does, and create (with the anchor it
+forks) no dataclasses or typing. Each check runs in a fresh interpreter on the source tree."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TREE = Path(__file__).resolve().parents[2]
+PYTHONPATH = os.pathsep.join(
+    str(TREE / part) for part in ("shared", "tools/scrun", "tools/scrun-anchor")
+)
+
+
+def modules_after(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after `code`, beyond those of its bare start."""
+
+    def run(source: str) -> set[str]:
+        listing = "import sys; sys.stderr.write(' '.join(sys.modules))"
+        result = subprocess.run(
+            [sys.executable, "-c", f"{source}\n{listing}"],
+            env={**os.environ, "PYTHONPATH": PYTHONPATH},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return set(result.stderr.split())
+
+    return run(code) - run("pass")
+
+
+def test_scrun_state_imports_only_scrun_modules(tmp_path):
+    root = tmp_path / "root"
+    (root / "c1").mkdir(parents=True)
+    root.chmod(0o700)
+    (root / "c1").chmod(0o700)
+    state = {"id": "c1", "bundle": "/b", "rootfs": "/b/rootfs", "status": "stopped"}
+    (root / "c1" / "state.json").write_text(json.dumps(state))
+    argv = ["--root", str(root), "state", "c1"]
+    extra = modules_after(f"from scrun_cli.main import main; assert main({argv!r}) == 0")
+    assert {
+        name for name in extra if not name.startswith(("scrun", "_json", "__future__"))
+    } == set()
+
+
+def test_create_and_its_anchor_import_no_dataclasses_or_typing():
+    extra = modules_after("import scrun_cli.main, scrun_cli.create, scrun_anchor.main")
+    assert not extra & {"dataclasses", "typing", "inspect", "getopt", "importlib", "datetime"}
