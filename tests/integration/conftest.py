@@ -243,12 +243,16 @@ def _is_anchor(argv: list[str]) -> bool:
 
 
 def anchor_processes() -> list[str]:
-    """`pid: command line` of every scrun-anchor process on the machine."""
+    """`pid: command line` of every scrun-anchor process in this mount namespace (the
+    machine's; inside the Debian 13 root, the root's: the host's anchors are not ours)."""
     found = []
+    own_namespace = os.readlink("/proc/self/ns/mnt")
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
         try:
+            if os.readlink(proc / "ns" / "mnt") != own_namespace:
+                continue
             raw = (proc / "cmdline").read_bytes()
         except OSError:
             continue  # gone meanwhile, or a kernel thread
