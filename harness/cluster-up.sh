@@ -201,11 +201,20 @@ EOF
 #  * RunTimeQuery prints {} once the container is gone, so slurmstepd's cleanup does not
 #    print "_try_parse: JSON parsing error" (into the job's output file for batch jobs).
 #  * a literal % must be written %% (an unknown %X is fatal in slurmstepd).
+#  * Query, Kill and Delete act on EVERY container of the step when the task id is -1:
+#    Slurm 24.11 runs its step cleanup only with task id -1 (22.05 also with the real
+#    ones), so `crun state <name>.-1` finds nothing, Delete is never run, and a container
+#    killed by scancel or its time limit (crun SIGKILLed with it) stays behind in the
+#    runtime root as `stopped`. The container name keeps %t: 24.11 may run several
+#    container tasks per node.
+C="crun --rootless=true --root=$OCIROOT"
+# each: `<action> $c` for the step's containers that this call is about (sh code)
+each="s=%n.%u.%j.%s. t=%t; for c in \$($C list -q 2>/dev/null); do case \$t:\$c in -1:\$s*|*:\$s\$t)"
 cat >"$tmp/oci.conf" <<EOF
-RunTimeQuery="crun --rootless=true --root=$OCIROOT state %n.%u.%j.%s.%t 2>/dev/null || echo {}"
-RunTimeKill="crun --rootless=true --root=$OCIROOT kill -a %n.%u.%j.%s.%t KILL"
-RunTimeDelete="crun --rootless=true --root=$OCIROOT delete --force %n.%u.%j.%s.%t"
-RunTimeRun="exec crun --rootless=true --root=$OCIROOT run --bundle %b %n.%u.%j.%s.%t"
+RunTimeQuery="$each $C state \$c 2>/dev/null && exit 0;; esac; done; echo {}"
+RunTimeKill="$each $C kill -a \$c KILL;; esac; done"
+RunTimeDelete="$each $C delete --force \$c;; esac; done"
+RunTimeRun="exec $C run --bundle %b %n.%u.%j.%s.%t"
 EOF
 
 changed=0

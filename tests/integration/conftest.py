@@ -284,12 +284,18 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
     for root in spool_roots(env):
         if root.is_dir():
             problems += [f"spool dir left: {d}" for d in sorted(root.iterdir()) if d.is_dir()]
+    # crun's state of the container steps (the oci.conf runtime root): Slurm's step cleanup
+    # must have deleted it, also after scancel or a time limit
+    oci_root = Path(env.get("SCRUN_OCI_ROOT", "/nonexistent"))
+    if oci_root.is_dir():
+        problems += [f"container state left in {oci_root}: {d.name}" for d in oci_root.iterdir()]
     return problems
 
 
 def assert_no_leftovers(env: Mapping[str, str], timeout: float = 10.0) -> None:
     """No job of scrun's (comment `scrun:<id>`) in squeue, no scrun-anchor process, no
-    container directory in the default spool root. Polls up to `timeout` s: podman's
+    container directory in the default spool root, no container state in the oci.conf
+    runtime root. Polls up to `timeout` s: podman's
     cleanup (conmon's exit command) and Slurm's job completion run after podman returns."""
     deadline = time.monotonic() + timeout
     while True:
