@@ -121,6 +121,7 @@ demo: deps venv cluster-up
 
 bench: venv cluster-up
 	@if [ -f bench/run.sh ]; then $(ENV); bash bench/run.sh; else echo "no bench/run.sh yet"; fi
+	@$(ENV); bash bench/upstream.sh
 endif
 
 # The whole of `make test` inside the Debian 13 root (built when missing, ~1 min), on its

@@ -13,6 +13,8 @@
 #   SCRUN_TEST_USER        non-root job user (default: the uid-1000 user, else "scruntest")
 #   SKIP_APT=1             never run apt-get (fail later if something is missing)
 #   SKIP_PODMAN=1          skip the podman part
+#   SCRUN_OWN_SLURM=1      Slurm is not Debian's packages (a site's own build): the
+#                          srun, slurmctld, slurmd first on PATH are used
 #
 # Idempotent: a re-run with the same config changes nothing and returns in well under
 # a second; a changed config restarts the daemons. Progress goes to stderr; stdout gets
@@ -304,7 +306,7 @@ if [ -x "$VENV/bin/python" ]; then
   cat >"$tmp/scrun.toml" <<EOF
 # written by harness/cluster-up.sh for the test cluster in $D
 slurm_conf = "$ETC/slurm.conf"
-bin_dir = "/usr/bin"
+bin_dir = "$(dirname "$(command -v srun)")"
 EOF
   if ! cmp -s "$tmp/scrun.toml" "$VENV/etc/scrun/scrun.toml"; then
     install -m 644 "$tmp/scrun.toml" "$VENV/etc/scrun/scrun.toml"

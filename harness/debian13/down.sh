@@ -5,6 +5,7 @@
 # the root's mount namespace (all of root.sh's mounts go with it). Keeps the root (the
 # cache) and the project's copy in it.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 if mountpoint -q "$NS" && [ -x "$R$REPO/harness/cluster-down.sh" ]; then
   chroot13 harness/docker-down.sh "$CLUSTER13"

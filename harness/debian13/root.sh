@@ -7,10 +7,21 @@
 #   3. a copy of the project at its own path inside (its .venv: the root's Python 3.13)
 # About 50 s on a new machine, 0.1 s when everything is there. Stop with down.sh.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || die13 "needs root (debootstrap, chroot, mount)"
 
 # ------------------------------------------------------------------ 1. build
+# what this script needs on the host
+missing=()
+for tool in debootstrap rsync; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log13 "apt-get install ${missing[*]} (host)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 \
+    || { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+fi
+
 host_mirror() {
   local m=""
   m="$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)"
@@ -21,12 +32,6 @@ host_mirror() {
 build_root() {
   local new="$R.new" mirror
   mirror="${DEBIAN13_MIRROR:-$(host_mirror)}"
-  command -v debootstrap >/dev/null || {
-    log13 "apt-get install debootstrap (host)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >&2 \
-      || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -q --no-install-recommends debootstrap >&2; }
-  }
   # a previous, interrupted build: its mounts first, then the directory
   local m
   for m in $(mounts_under "$new"); do umount -l "$m"; done

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -288,7 +289,11 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
     # must have deleted it, also after scancel or a time limit
     oci_root = Path(env.get("SCRUN_OCI_ROOT", "/nonexistent"))
     if oci_root.is_dir():
-        problems += [f"container state left in {oci_root}: {d.name}" for d in oci_root.iterdir()]
+        problems += [
+            f"container state left in {oci_root}: {d.name}"
+            for d in oci_root.iterdir()
+            if not d.name.startswith(".")  # crun's .cache
+        ]
     return problems
 
 
@@ -375,7 +380,8 @@ def site_runtime(cluster: Cluster, tmp_path: Path) -> Callable[[str | None], Sit
         if lua_text is not None:
             (etc / "scrun.lua").write_text(lua_text)
         site_config = base / "scrun.toml"
-        site_config.write_text(f'slurm_conf = "{etc / "slurm.conf"}"\nbin_dir = "/usr/bin"\n')
+        bin_dir = Path(shutil.which("srun", path=cluster.env["PATH"]) or "/usr/bin/srun").parent
+        site_config.write_text(f'slurm_conf = "{etc / "slurm.conf"}"\nbin_dir = "{bin_dir}"\n')
         wrapper = base / "scrun"
         wrapper.write_text(
             f"#!/bin/sh\nSCRUN_SITE_CONFIG={shlex.quote(str(site_config))} "
