@@ -6,9 +6,10 @@
 #
 # Every run is bounded: `timeout BENCH_TIMEOUT` (5 s) around podman. Upstream scrun 24.11.5
 # through podman 5.4 sometimes never returns (its anchor spins after the job ended); such a
-# run ends as exit 124, counts as hung and is left out of the medians. After every run,
-# `reap` ends what a hung run left: the stuck upstream anchor (SIGTERM, by pid) and the
-# container (podman rm).
+# run takes the whole limit (timeout ends it: exit 124, or 137 when podman ignores the TERM),
+# counts as hung and is left out of the medians and exit codes. After every run,
+# `reap` ends what a hung run left: the stuck upstream anchor of a bench container
+# (SIGTERM, by pid) and the container (podman rm).
 #
 # Needs the cluster's exports (make bench loads them). Upstream's anchor starts srun without
 # SLURM_CONF, so srun reads /etc/slurm/slurm.conf: the script links it to this cluster's
@@ -33,10 +34,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# upstream's own config dir: the cluster's slurm.conf and a scrun.lua that stages nothing
-# (the nodes are this machine). Ours keeps the cluster's dir, where there is no scrun.lua.
+# upstream's own config dir: the cluster's configs (it reads oci.conf too) and a scrun.lua
+# that stages nothing (the nodes are this machine). Ours keeps the cluster's dir, where
+# there is no scrun.lua.
 mkdir -p "$B/etc" "$B/root"
-cp "$SLURM_CONF" "$B/etc/slurm.conf"
+cp "$(dirname "$SLURM_CONF")"/*.conf "$B/etc/"
 cat >"$B/etc/scrun.lua" <<'EOF'
 function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
 	return slurm.SUCCESS
@@ -59,17 +61,20 @@ cat >"$B/upstream-scrun" <<EOF
 #!/bin/sh
 exec env SLURM_CONF=$B/etc/slurm.conf $UPSTREAM --root=$B/root "\$@"
 EOF
-cat >"$B/reap" <<EOF
+cat >"$B/reap" <<'EOF'
 #!/bin/sh
-# after each run: a stuck upstream anchor ("scrun: <id>", started by our wrapper, so its
-# environment names our slurm.conf) gets SIGTERM; the containers of the bench go
+# after each run: the bench's containers go; first, a stuck upstream anchor of one of them
+# (its command line is "scrun: <container id>") gets SIGTERM, which lets its client finish
+ids="$(podman ps -aq --no-trunc --filter label=scrun-bench)"
+[ -n "$ids" ] || exit 0
 for d in /proc/[0-9]*; do
-  case "\$(tr '\\0' ' ' <"\$d/cmdline" 2>/dev/null)" in "scrun: "*) ;; *) continue ;; esac
-  tr '\\0' '\\n' <"\$d/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$B/etc/slurm.conf" \\
-    && kill -TERM "\${d#/proc/}" 2>/dev/null
+  line="$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)"
+  case "$line" in "scrun: "*) ;; *) continue ;; esac
+  for id in $ids; do
+    case "$line" in "scrun: $id"*) kill -TERM "${d#/proc/}" 2>/dev/null ;; esac
+  done
 done
-ids="\$(podman ps -aq --filter label=scrun-bench)"
-[ -z "\$ids" ] || timeout -k 1 20 podman rm -f -t 0 \$ids >/dev/null 2>&1
+timeout -k 1 20 podman rm -f -t 0 $ids >/dev/null 2>&1
 exit 0
 EOF
 chmod 755 "$B/upstream-scrun" "$B/reap"
@@ -90,22 +95,24 @@ hyperfine -N -i -w 1 -r "$RUNS" --conclude "$B/reap" --export-json "$B/run.json"
 left="$(squeue -h -o '%i %j %T' 2>/dev/null || true)"
 [ -z "$left" ] || echo "== jobs left in squeue after the bench: $left"
 
-python3 - "$B/run.json" <<'PY'
+python3 - "$B/run.json" "$LIMIT" <<'PY'
 import collections, json, re, statistics, sys
 
-HUNG = 124  # timeout's exit status
+limit = float(sys.argv[2])
 rows = {}
 for result in json.load(open(sys.argv[1]))["results"]:
     command = result["command"]
     runtime = re.search(r"--runtime (\S+)", command).group(1)
     what = command.split(" localhost/busybox ", 1)[1]
     codes = result.get("exit_codes") or [0] * len(result["times"])
-    done = [t for t, c in zip(result["times"], codes) if c != HUNG]
+    # a run that timeout had to end (124 after TERM, 137 after KILL) took the whole limit
+    runs = list(zip(result["times"], codes))
+    done = [(t, c) for t, c in runs if t < limit]
     rows[(runtime, what)] = (
-        statistics.median(done) if done else None,
-        collections.Counter(c for c in codes if c != HUNG),
-        sum(c == HUNG for c in codes),
-        len(codes),
+        statistics.median(t for t, _ in done) if done else None,
+        collections.Counter(c for _, c in done),
+        len(runs) - len(done),
+        len(runs),
     )
 
 def ms(x):
