@@ -67,6 +67,7 @@ cat >"$B/reap" <<'EOF'
 # (its command line is "scrun: <container id>") gets SIGTERM, which lets its client finish
 ids="$(podman ps -aq --no-trunc --filter label=scrun-bench)"
 [ -n "$ids" ] || exit 0
+echo "$ids" >>"${0%/reap}/ids"
 for d in /proc/[0-9]*; do
   line="$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)"
   case "$line" in "scrun: "*) ;; *) continue ;; esac
@@ -92,8 +93,14 @@ for runtime in crun upstream scrun; do
 done
 hyperfine -N -i -w 1 -r "$RUNS" --conclude "$B/reap" --export-json "$B/run.json" \
   "${commands[@]}" | grep -E "Benchmark|Time|Range" || true
-left="$(squeue -h -o '%i %j %T' 2>/dev/null || true)"
-[ -z "$left" ] || echo "== jobs left in squeue after the bench: $left"
+# jobs an upstream anchor left running (its job carries the container's id)
+"$B/reap"
+while read -r job cid; do
+  if grep -qxF "$cid" "$B/ids" 2>/dev/null; then
+    echo "== job $job of container $cid still ran after the bench: scancel"
+    scancel "$job"
+  fi
+done < <(squeue -h -O JobId:12,ContainerId:80 2>/dev/null || true)
 
 python3 - "$B/run.json" "$LIMIT" <<'PY'
 import collections, json, re, statistics, sys
