@@ -2,16 +2,18 @@
 
 It uses scrun's own Lua runtime (scrunlib.lua), so the `slurm` table, argument types and
 return handling are exactly what the anchor would see. Commands go to a RecordingRunner
-(success, no output) unless --execute; file writes, os.execute, io.popen, os.remove and
-os.rename go through the sandbox. The bundle's config.json is only read; every file the
-script writes that holds JSON is compared with it, which shows the config changes whether
-the script writes the new config.json next to the old one, on scratch, or over it.
+that answers them as a node would (scrun_lua_check.answers) unless --execute; file writes,
+os.execute, io.popen, os.remove and os.rename go through the sandbox. The bundle's
+config.json is only read; every file the script writes that holds JSON is compared with it,
+which shows the config changes whether the script writes the new config.json next to the old
+one, on scratch, or over it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 
@@ -19,9 +21,7 @@ from scrunlib import bundle as bundles
 from scrunlib import jobenv, log
 from scrunlib.errors import LuaError, ScrunError, UsageError
 from scrunlib.lua.stage import (
-    CommandRecord,
     CommandRunner,
-    LogRecord,
     RecordingRunner,
     StageContext,
     Stager,
@@ -30,8 +30,9 @@ from scrunlib.lua.stage import (
 )
 from scrunlib.spool import Spool, validate_id
 
+from scrun_lua_check.answers import Answer, NodeAnswers
 from scrun_lua_check.jsondiff import Change, diff
-from scrun_lua_check.sandbox import FileSandbox, SandboxedScript, SideEffect
+from scrun_lua_check.sandbox import FileSandbox, SideEffect
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class DryRunOptions:
     cluster_name: str = ""
     timeout: float = 60.0
     execute: bool = False
+    answers: tuple[Answer, ...] = ()  # configured answers to commands (without --execute)
 
 
 @dataclass
@@ -56,29 +58,36 @@ class FileWrite:
 
 
 @dataclass
-class Phase:
-    """Loading the chunk, stage_in or stage_out."""
+class Phase(StageResult):
+    """Loading the chunk (`hook` "load"), stage_in or stage_out, and what the sandbox saw."""
 
-    name: str
-    ok: bool
-    message: str
-    status: int = 0
-    seconds: float = 0.0
-    bundle: str = ""
-    root_path: str = ""
-    commands: list[CommandRecord] = field(default_factory=list)
-    logs: list[LogRecord] = field(default_factory=list)
     effects: list[SideEffect] = field(default_factory=list)
     writes: list[FileWrite] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # suspicious things seen, not failures
+
+    @classmethod
+    def of(cls, result: StageResult) -> Phase:
+        return cls(**vars(result))
+
+    @property
+    def name(self) -> str:
+        return self.hook
+
+    @property
+    def details(self) -> str:
+        """The message, and the Lua traceback when there is one."""
+        return self.message + (f"\n{self.traceback}" if self.traceback else "")
 
     def as_dict(self) -> dict[str, object]:
         data = asdict(self)
+        del data["hook"], data["traceback"]
+        data["message"] = self.details
         data["writes"] = [write.as_dict() for write in self.writes]
         data["logs"] = [
             {"level": log.LEVEL_NAMES.get(r.level, str(r.level)), "message": r.message}
             for r in self.logs
         ]
-        return data
+        return {"name": self.name, **data}
 
 
 @dataclass
@@ -134,17 +143,8 @@ def stage_context(options: DryRunOptions, config: dict[str, object], root: str) 
         spool=container_spool,
         version=None,
     )
-    return StageContext(
-        container_id=options.container_id,
-        bundle=bundle.path,
-        spool_dir=container_spool.dir_for_scripts,
-        config_file=bundle.config_file,
-        job_id=options.job_id,
-        user_id=os.getuid(),
-        group_id=os.getgid(),
-        job_env=[f"{name}={value}" for name, value in job_env.items()],
-        root_path=bundle.rootfs,
-        orig_bundle=bundle.path,
+    return StageContext.for_container(
+        bundle, container_spool, job_id=options.job_id, job_env=job_env, orig_bundle=bundle.path
     )
 
 
@@ -157,41 +157,27 @@ def dry_run(script: str, options: DryRunOptions) -> DryRunReport:
         os.makedirs(context.spool_dir)
         sandbox = FileSandbox(None if options.execute else os.path.join(temp, "files"))
         runner: CommandRunner = (
-            SubprocessRunner(timeout=options.timeout) if options.execute else RecordingRunner()
+            SubprocessRunner(timeout=options.timeout)
+            if options.execute
+            else RecordingRunner(NodeAnswers(options.answers, context.user_id))
         )
         report = DryRunReport(script, context, options.execute)
         try:
-            script_state = SandboxedScript(
+            stager = Stager.load(
                 script,
-                sandbox=sandbox,
                 runner=runner,
                 cluster_name=options.cluster_name,
                 timeout=options.timeout,
+                prepare=sandbox.install,
             )
         except LuaError as exc:
-            report.phases.append(finish(Phase("load", False, exc.message), sandbox, config))
+            report.phases.append(finish(Phase("load", False, 0, exc.message), sandbox, config))
             return report
-        stager = Stager(script_state)
-        load = Phase("load", True, "loaded", logs=stager.load_logs)
+        load = Phase("load", True, 0, "loaded", logs=stager.load_logs)
         report.phases.append(finish(load, sandbox, config))
         for hook in (stager.stage_in, stager.stage_out):
-            report.phases.append(finish(phase_of(hook(context)), sandbox, config))
+            report.phases.append(finish(Phase.of(hook(context)), sandbox, config))
     return report
-
-
-def phase_of(result: StageResult) -> Phase:
-    message = result.message + (f"\n{result.traceback}" if result.traceback else "")
-    return Phase(
-        result.hook,
-        result.ok,
-        message,
-        result.status,
-        result.seconds,
-        result.bundle,
-        result.root_path,
-        result.commands,
-        result.logs,
-    )
 
 
 def finish(phase: Phase, sandbox: FileSandbox, config: dict[str, object]) -> Phase:
@@ -204,7 +190,33 @@ def finish(phase: Phase, sandbox: FileSandbox, config: dict[str, object]) -> Pha
             document = None
         changes = diff(config, document) if isinstance(document, dict) else None
         phase.writes.append(FileWrite(path, len(data), changes))
+    shown: list[str] = []
+    for path in sorted(set(empty_component_paths(phase)), key=len):
+        if not any(path.startswith(f"{prefix}/") for prefix in shown):
+            shown.append(path)  # one note for a directory and the paths below it
+    phase.notes = [f"path with an empty component (an empty value spliced in?): {p}" for p in shown]
     return phase
+
+
+# An absolute path in a text (not the `//` of `scheme://`): up to a space, quote or operator.
+PATH_IN_TEXT = re.compile(r"(?<![\w:/.~-])/[^\s'\"`;&|<>()$]*")
+
+
+def empty_component_paths(phase: Phase) -> list[str]:
+    """Paths with `//` in them that the phase used: `/home//containers` is what a script
+    makes of an empty user name."""
+    texts = [phase.bundle, phase.root_path]
+    texts += [command.script for command in phase.commands]
+    texts += [effect.detail for effect in phase.effects]
+    for write in phase.writes:
+        texts.append(write.path)
+        texts += [c.new for c in write.changes or [] if isinstance(c.new, str)]
+    return [
+        path.rstrip("/")
+        for text in texts
+        for path in PATH_IN_TEXT.findall(text)
+        if "//" in path.rstrip("/")
+    ]
 
 
 def render_dry_run(report: DryRunReport) -> str:
@@ -236,7 +248,7 @@ def render_phase(phase: Phase, executed: bool, paths: tuple[str, str]) -> list[s
     else:
         lines = [f"{phase.name}: returned {phase.status} ({verdict}) in {phase.seconds:.3f} s"]
     if not phase.ok or not phase.message.endswith(("succeeded", "loaded")):
-        lines += [f"  {line}" for line in phase.message.splitlines()]
+        lines += [f"  {line}" for line in phase.details.splitlines()]
     lines += [f"  log {log.LEVEL_NAMES.get(r.level, r.level)}: {r.message}" for r in phase.logs]
     for command in phase.commands:
         outcome = "recorded" if not executed else f"exit {command.status}"
@@ -245,6 +257,7 @@ def render_phase(phase: Phase, executed: bool, paths: tuple[str, str]) -> list[s
         )
         lines += [f"    | {line}" for line in command.output.splitlines()]
     lines += [f"  {effect.kind}: {effect.detail}" for effect in phase.effects]
+    lines += [f"  note: {note}" for note in phase.notes]
     if phase.name != "load":
         for label, before, after in zip(
             ("bundle", "root path"), paths, (phase.bundle, phase.root_path), strict=True
