@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # harness/cluster-up.sh [DIR] -- bring up the project's private test cluster:
-# munged + slurmctld + one slurmd per node (Slurm 22.05, all as root on 127.0.0.1,
+# munged + slurmctld + one slurmd per node (Slurm 22.05 or 24.11, all as root on 127.0.0.1,
 # no systemd, no accounting), container support through oci.conf -> crun, and podman
 # with a private containers.conf and a local busybox image (no registry needed).
 #
