@@ -209,13 +209,17 @@ EOF
 #    killed by scancel or its time limit (crun SIGKILLed with it) stays behind in the
 #    runtime root as `stopped`. The container name keeps %t: 24.11 may run several
 #    container tasks per node.
+#  * They go by the runtime root's directories, not `crun list`: a step killed while crun
+#    was still creating the container leaves a directory without crun's status file, which
+#    `crun list`/`state`/`delete` do not handle. At cleanup nothing of the step runs any
+#    more, so Query removes such a directory, and Delete removes what crun cannot delete.
 C="crun --rootless=true --root=$OCIROOT"
-# each: `<action> $c` for the step's containers that this call is about (sh code)
-each="s=%n.%u.%j.%s. t=%t; for c in \$($C list -q 2>/dev/null); do case \$t:\$c in -1:\$s*|*:\$s\$t)"
+# each: the step's containers that this call is about, as \$c (sh code)
+each="s=%n.%u.%j.%s. t=%t; for c in \$(ls $OCIROOT 2>/dev/null); do case \$t:\$c in -1:\$s*|*:\$s\$t)"
 cat >"$tmp/oci.conf" <<EOF
-RunTimeQuery="$each $C state \$c 2>/dev/null && exit 0;; esac; done; echo {}"
-RunTimeKill="$each $C kill -a \$c KILL;; esac; done"
-RunTimeDelete="$each $C delete --force \$c;; esac; done"
+RunTimeQuery="$each $C state \$c 2>/dev/null && exit 0; rm -rf $OCIROOT/\$c;; esac; done; echo {}"
+RunTimeKill="$each $C kill -a \$c KILL 2>/dev/null;; esac; done; true"
+RunTimeDelete="$each $C delete --force \$c 2>/dev/null || rm -rf $OCIROOT/\$c;; esac; done; true"
 RunTimeRun="exec $C run --bundle %b %n.%u.%j.%s.%t"
 EOF
 

@@ -38,8 +38,8 @@ build_root() {
   rm -rf "$new"
   mkdir -p "$(dirname "$R")"
   log13 "debootstrap --variant=minbase trixie $new $mirror (about 30 s)"
-  debootstrap --variant=minbase trixie "$new" "$mirror" >"$(dirname "$R")/debootstrap.log" 2>&1 \
-    || { tail -20 "$(dirname "$R")/debootstrap.log" >&2; die13 "debootstrap failed"; }
+  debootstrap --variant=minbase trixie "$new" "$mirror" >"$R.debootstrap.log" 2>&1 \
+    || { tail -20 "$R.debootstrap.log" >&2; die13 "debootstrap failed"; }
   # apt inside needs /proc (some maintainer scripts read it); pip inside the root needs the
   # host's CA configuration (a site's TLS proxy may be trusted only there)
   mount -t proc proc "$new/proc"
@@ -51,10 +51,10 @@ build_root() {
   log13 "packages inside the root (harness/install-deps.sh, about 20 s)"
   local rc=0
   chroot "$new" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-    /tmp/install-deps.sh >"$(dirname "$R")/packages.log" 2>&1 || rc=$?
+    /tmp/install-deps.sh >"$R.packages.log" 2>&1 || rc=$?
   umount "$new/proc"
   rm -f "$new/tmp/install-deps.sh"
-  [ "$rc" = 0 ] || { tail -20 "$(dirname "$R")/packages.log" >&2; die13 "installing packages failed"; }
+  [ "$rc" = 0 ] || { tail -20 "$R.packages.log" >&2; die13 "installing packages failed"; }
   mv "$new" "$R"
   log13 "root ready: $R"
 }
