@@ -8,4 +8,4 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 [ $# -gt 0 ] || die13 "usage: $0 CMD..."
 "$HARNESS13/root.sh"
-chroot13 "$@"
+enter13 "$@"
