@@ -67,7 +67,6 @@ cat >"$B/reap" <<'EOF'
 # (its command line is "scrun: <container id>") gets SIGTERM, which lets its client finish
 ids="$(podman ps -aq --no-trunc --filter label=scrun-bench)"
 [ -n "$ids" ] || exit 0
-echo "$ids" >>"${0%/reap}/ids"
 for d in /proc/[0-9]*; do
   line="$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)"
   case "$line" in "scrun: "*) ;; *) continue ;; esac
@@ -91,16 +90,18 @@ for runtime in crun upstream scrun; do
     commands+=("timeout -k 1 $LIMIT podman --runtime $runtime run --rm --label scrun-bench $IMAGE $cmd")
   done
 done
+started="$(date +%Y-%m-%dT%H:%M:%S)"
 hyperfine -N -i -w 1 -r "$RUNS" --conclude "$B/reap" --export-json "$B/run.json" \
   "${commands[@]}" | grep -E "Benchmark|Time|Range" || true
-# jobs an upstream anchor left running (its job carries the container's id)
+# Jobs an upstream anchor left running: this user's, submitted during the bench, with a
+# container id but not scrun's comment (every job of ours carries `scrun:<id>`).
 "$B/reap"
-while read -r job cid; do
-  if grep -qxF "$cid" "$B/ids" 2>/dev/null; then
-    echo "== job $job of container $cid still ran after the bench: scancel"
-    scancel "$job"
-  fi
-done < <(squeue -h -O JobId:12,ContainerId:80 2>/dev/null || true)
+while read -r job cid comment submitted; do
+  case "$cid:$comment" in "(null):"* | *":scrun:"*) continue ;; esac
+  [[ "$submitted" < "$started" ]] && continue
+  echo "== job $job of container $cid still ran after the bench: scancel"
+  scancel "$job"
+done < <(squeue -h -u "$(id -un)" -O JobId:12,ContainerId:80,Comment:80,SubmitTime:24 2>/dev/null || true)
 
 python3 - "$B/run.json" "$LIMIT" <<'PY'
 import collections, json, re, statistics, sys
