@@ -126,7 +126,8 @@ start_daemon() {
   (
     cd "$D"
     for fd in /proc/self/fd/*; do
-      fd="${fd##*/}"; [ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-" 2>/dev/null || true
+      fd="${fd##*/}"
+      if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
     done
     exec setsid env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       HOME="${HOME:-/root}" LANG=C.UTF-8 "$@" </dev/null >>"$LOG/$name.log" 2>&1
@@ -159,7 +160,7 @@ if ! alive "$RUN/ourpid.dockerd" dockerd; then
   alive "$RUN/ourpid.dockerd" dockerd || { tail -20 "$LOG/dockerd.log" >&2; die "dockerd exited"; }
 fi
 docker_answers || die "dockerd (pid $(cat "$RUN/ourpid.dockerd")) not answering on $SOCK"
-# shellcheck disable=SC2016  # a Go template, not shell
+# shellcheck disable=SC2016  # a Go template for docker, not shell expansions
 runtimes() { "$DOCKER" info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}' 2>&1; }
 has_scrun() { case " $(runtimes) " in *" scrun "*) return 0 ;; *) return 1 ;; esac; }
 # dockerd 26 (Debian 13) answers once, then refuses connections for a moment while it

@@ -7,11 +7,12 @@ set -euo pipefail
 PKGS=(
   slurmctld slurmd slurm-client munge          # the cluster
   crun podman conmon netavark uidmap           # containers: Slurm's oci.conf and podman
-  docker.io                                    # docker tests: private dockerd + containerd
+  docker.io rootlesskit                        # docker tests: private dockerd + containerd, rootless dockerd
   busybox-static                               # rootfs of the test image and bundle
   lua5.4 lua-cjson                             # scrun.lua tests
   rsync tmux hyperfine                         # staging, tty tests, benchmarks
   python3 python3-venv make                    # the project's venv and Makefile
+  shellcheck                                   # make lint: the harness scripts
 )
 
 # Debian 13 ships the docker client in its own package (Debian 12's docker.io has it).

@@ -1,8 +1,8 @@
 """SCRUN_* variables → Slurm options, checked before anything is submitted.
 
-One table, `VARIABLES`, lists every job variable of upstream scrun (scrun-env.md §2) in
-upstream's order: which long option it becomes, what values it takes and where the option
-goes, the allocation (`salloc --no-shell`) or the container's step (`srun --container`).
+One table, `VARIABLES`, lists every job variable upstream scrun reads, in upstream's order:
+which long option it becomes, what values it takes and where the option goes, the
+allocation (`salloc --no-shell`) or the container's step (`srun --container`).
 Everything else reads that table: `job_request` (what the anchor submits),
 `unknown_variables` (did-you-mean hints for typos) and scrunlib.variables_doc
 (docs/scrun-variables.md, kept in sync by a unit test).
@@ -317,7 +317,8 @@ class JobVariable:
 _A, _S = Target.ALLOCATION, Target.STEP
 _SRUN_ONLY = "upstream rejects it (srun-only); here the container step gets it"
 
-# Upstream's order (scrun-env.md §2). When two variables set the same option the later wins.
+# Upstream's order (the order its scrun reads them). When two variables set the same option
+# the later wins.
 VARIABLES: tuple[JobVariable, ...] = (
     JobVariable("SCRUN_ACCOUNT", "--account", WORD, _A),
     JobVariable("SCRUN_ACCTG_FREQ", "--acctg-freq", ACCTG_FREQ, _A),
@@ -586,15 +587,18 @@ def _argv(options: Mapping[str, str]) -> list[str]:
 def unknown_variables(env: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
     """SCRUN_* names in `env` that scrun does not read, each with the job variables it looks
     like a typo of (possibly none). Unknown names are not errors; the anchor logs these."""
-    from difflib import get_close_matches  # only when looking for typos
-
     known = {variable.name for variable in VARIABLES} | set(OUTPUT_VARIABLES)
     known |= set(_OTHER_INPUTS)
-    job_names = [variable.name for variable in VARIABLES]
-    return {
-        name: tuple(get_close_matches(name, job_names, n=3, cutoff=0.8))
+    unknown = [
+        name
         for name in sorted(env)
         if name.startswith("SCRUN_")
         and name not in known
         and not name.startswith(ANNOTATION_PREFIX)
-    }
+    ]
+    if not unknown:
+        return {}
+    from difflib import get_close_matches  # only when there is a typo to look for
+
+    job_names = [variable.name for variable in VARIABLES]
+    return {name: tuple(get_close_matches(name, job_names, n=3, cutoff=0.8)) for name in unknown}

@@ -2,7 +2,7 @@
 
 The socket lives in the container's 0700 spool directory, and the anchor serves only peers
 whose uid (SO_PEERCRED) is its own or root's. Requests: `{"op": "start"}`,
-`{"op": "kill", "signal": 15}`, `{"op": "delete"}`. Replies: `{"ok": true, ...}` or
+`{"op": "kill", "signal": 15}` (`delete` sends the anchor SIGTERM). Replies: `{"ok": true}` or
 `{"ok": false, "error": "<message>"}`.
 """
 
@@ -96,4 +96,7 @@ def peer_uid(conn: socket.socket) -> int:
 
 
 def peer_allowed(conn: socket.socket) -> bool:
+    """The anchor's own user or root. The kernel gives the peer's uid as the anchor's user
+    namespace sees it: inside rootless podman's, uid 0 is the user, and any other user (the
+    host's root too) shows as the overflow uid and is refused."""
     return peer_uid(conn) in (0, os.getuid())

@@ -6,6 +6,9 @@ Layout of `<root>/<container dir>/`:
   anchor.log     the anchor's own log (text), so nothing lands in the container's stdio
   bundle/        the bundle Slurm 22.05 can run (config.json + a `rootfs` link), when needed
 
+The root also holds per-user caches (scrunlib.filecache), dot files that no container id
+can name: `.slurm-version` (srun's version) and `.site-config` (the parsed site file).
+
 Container ids are never trusted: they are checked before any path is built from them.
 """
 
@@ -16,6 +19,8 @@ import re
 from collections.abc import Mapping
 
 from scrunlib.errors import ContainerExists, InvalidInput, ScrunError, reason
+from scrunlib.ownership import check_private_dir
+from scrunlib.userns import real_ids
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 MAX_ID_LENGTH = 1024
@@ -23,6 +28,9 @@ MAX_ID_LENGTH = 1024
 _MAX_PLAIN_NAME = 128
 # sun_path holds 108 bytes; longer socket paths are reached through /proc/self/fd.
 _MAX_SOCKET_PATH = 100
+
+
+SITE_CONFIG_CACHE = ".site-config"
 
 
 def validate_id(container_id: str) -> str:
@@ -41,11 +49,12 @@ def validate_id(container_id: str) -> str:
 
 def default_root(environ: Mapping[str, str]) -> str:
     """Every command agrees on this without being told (podman never passes --root):
-    `$XDG_RUNTIME_DIR/scrun` when set and non-empty, else `/run/user/<uid>/scrun`."""
+    `$XDG_RUNTIME_DIR/scrun` when set and non-empty, else `/run/user/<uid>/scrun`, with the
+    real uid (in rootless podman's user namespace, uid 0 is the user)."""
     runtime_dir = environ.get("XDG_RUNTIME_DIR")
     if runtime_dir:
         return os.path.join(runtime_dir, "scrun")
-    return f"/run/user/{os.getuid()}/scrun"
+    return f"/run/user/{real_ids()[0]}/scrun"
 
 
 def dir_name(container_id: str) -> str:
@@ -111,11 +120,13 @@ class Spool:
 
 
 def make_root(root: str) -> None:
-    """Create the runtime root (0700) and its parents when missing."""
+    """Create the runtime root (0700) and its parents when missing; refuse one that is not
+    the caller's private directory (scrunlib.ownership)."""
     try:
         os.makedirs(root, mode=0o700, exist_ok=True)
     except OSError as exc:
         raise ScrunError(f"cannot create runtime root {root}: {reason(exc)}") from exc
+    check_private_dir(root, "runtime root", missing_ok=False)
 
 
 def socket_address(path: str) -> tuple[str, int | None]:

@@ -1,5 +1,12 @@
 """Slurm command lines, composed as argument lists (checked with pytest-subprocess)."""
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import plumbum  # noqa: F401 - its import runs `uname -p`, which pytest-subprocess would refuse
 import pytest
 from scrunlib.errors import SlurmError
 from scrunlib.siteconfig import SiteConfig
@@ -10,12 +17,12 @@ from scrunlib.slurm import (
     job_tag,
     parse_granted_job_id,
     parse_scontrol_record,
-    parse_version,
     remote_command_argv,
     salloc_argv,
     step_argv,
     tagged_container,
 )
+from scrunlib.slurm_version import parse_version
 
 V2205 = (22, 5, 8)
 V2302 = (23, 2, 0)
@@ -138,6 +145,61 @@ def test_version_is_cached_per_srun_binary(fp, slurm, tmp_path):
     assert Slurm(client.site, client.slurm_conf, version_cache=cache).version() == (23, 2, 1)
 
 
+@pytest.fixture
+def hung_slurm(tmp_path, monkeypatch):
+    """Slurm commands that hang (a stuck slurmctld), with a half-second bound."""
+    monkeypatch.setattr("scrunlib.slurm.COMMAND_TIMEOUT", 0.5)
+    for name in ("srun", "salloc", "scancel", "scontrol", "squeue"):
+        tool = tmp_path / name
+        tool.write_text("#!/bin/sh\nexec sleep 30\n")
+        tool.chmod(0o755)
+    return Slurm(SiteConfig(bin_dir=str(tmp_path)), "/etc/x/slurm.conf")
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("scancel", lambda slurm: slurm.cancel(5)),
+        ("scontrol", lambda slurm: slurm.job_record(5)),
+        ("squeue", lambda slurm: slurm.step_ids(5, "scrun")),
+        ("squeue", lambda slurm: slurm.cancel_tagged("c1")),
+    ],
+)
+def test_a_hung_command_is_killed_and_reported(hung_slurm, name, call):
+    started = time.monotonic()
+    with pytest.raises(SlurmError, match=rf"^{name} did not finish in 0\.5 s and was killed$"):
+        call(hung_slurm)
+    assert time.monotonic() - started < 5  # killed, not waited for
+
+
+def test_commands_every_container_runs_do_not_import_plumbum(tmp_path):
+    """srun --version, salloc, scontrol and scancel sit on the path podman waits for."""
+    fakes = {
+        "srun": "echo slurm 22.05.8",
+        "salloc": "echo 'salloc: Granted job allocation 7' >&2",
+        "scontrol": "echo JobId=7 JobState=RUNNING",
+        "scancel": "exit 0",
+        "squeue": "exit 0",
+    }
+    for name, body in fakes.items():
+        (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / name).chmod(0o755)
+    code = f"""
+import sys
+from scrunlib.siteconfig import SiteConfig
+from scrunlib.slurm import Slurm
+slurm = Slurm(SiteConfig(bin_dir={str(tmp_path)!r}), "/etc/x/slurm.conf")
+assert slurm.allocate("scrun", "c1", []) == 7
+assert slurm.job_record(7)["JobState"] == "RUNNING"
+slurm.cancel(7)
+assert "plumbum" not in sys.modules, "plumbum imported"
+slurm.step_ids(7, "scrun")
+assert "plumbum" in sys.modules
+"""
+    tree = str(Path(__file__).resolve().parents[2] / "shared")  # this tree, not the venv's copy
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": tree})
+
+
 def test_job_tag_round_trip():
     assert job_tag("c1") == "scrun:c1"
     assert tagged_container(job_tag("a:b")) == "a:b"
@@ -159,3 +221,30 @@ def test_ending_a_joined_job_cancels_only_our_steps(fp, slurm):
     client.end_container_job(9, existing_job=True, step_name="scrun-c1")
     assert fp.call_count([f"{bindir}/scancel", "--quiet", "9.3"]) == 1
     assert fp.call_count([f"{bindir}/scancel", fp.any()]) == 1  # not the job, not step 0
+
+
+def test_in_a_rootless_namespace_every_command_runs_as_the_real_user(fp, slurm, monkeypatch):
+    """Inside rootless podman (uid 0 = user 1001) salloc, srun and scancel go through
+    `unshare --map-user`: slurmctld refuses a request that names uid 0."""
+    from scrunlib import userns
+
+    monkeypatch.setattr(userns, "real_ids", lambda: (1001, 1002))
+    monkeypatch.setattr(userns, "in_other_identity", lambda: True)
+    client, bindir = slurm
+    as_user = [
+        fp.any(min=1, max=1),
+        "--user",
+        "--map-user=1001",
+        "--map-group=1002",
+        "--keep-caps",
+        "--",
+    ]
+    fp.register([*as_user, f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
+    fp.register([*as_user, f"{bindir}/salloc", fp.any()], stderr="Granted job allocation 8\n")
+    fp.register([*as_user, f"{bindir}/scancel", "--quiet", "8"])
+    fp.register([*as_user, f"{bindir}/srun", "--jobid", "8"])
+    assert client.allocate("scrun", "c1", []) == 8
+    client.cancel(8)
+    step = client.popen([f"{bindir}/srun", "--jobid", "8"], env={})
+    step.wait()
+    assert all(os.path.basename(call[0]) == "unshare" for call in fp.calls)

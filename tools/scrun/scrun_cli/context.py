@@ -11,14 +11,17 @@ from collections.abc import Mapping
 from functools import cached_property
 
 from scrunlib.log import LogSettings
-from scrunlib.spool import Spool, default_root, validate_id
+from scrunlib.ownership import check_private_dir
+from scrunlib.spool import SITE_CONFIG_CACHE, Spool, default_root, validate_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from scrunlib.siteconfig import SiteConfig
 
 
-class Context:
+class CommandContext:
+    """What `scrun`'s global options and environment give every runtime command."""
+
     def __init__(
         self,
         root_option: str | None,
@@ -35,17 +38,21 @@ class Context:
     def site(self) -> SiteConfig:
         from scrunlib import siteconfig
 
-        return siteconfig.load(self.environ)
+        return siteconfig.load(self.environ, cache=os.path.join(self.root, SITE_CONFIG_CACHE))
 
     @cached_property
     def root(self) -> str:
-        if self.root_option:
-            return os.path.abspath(self.root_option)
-        return default_root(self.environ)
+        """The runtime root, refused when another user could have planted or changed it."""
+        option = self.root_option
+        root = os.path.abspath(option) if option else default_root(self.environ)
+        check_private_dir(root, "runtime root")
+        return root
 
     @property
     def slurm_conf(self) -> str:
         return self.site.slurm_conf_path(self.slurm_conf_option, self.environ)
 
     def spool(self, container_id: str) -> Spool:
-        return Spool(self.root, validate_id(container_id))
+        spool = Spool(self.root, validate_id(container_id))
+        check_private_dir(spool.path, "container directory")
+        return spool

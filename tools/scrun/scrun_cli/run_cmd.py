@@ -13,7 +13,7 @@ from scrunlib.errors import ScrunError
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.state import ContainerState, shell_exit_code
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 from scrun_cli.create import create_container
 from scrun_cli.delete import delete_container
 
@@ -32,7 +32,7 @@ USAGE = usage_text(
 )
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="run")
     (container_id,) = one_id(words, "run")
     anchor = create_container(ctx, container_id, values.get("bundle"), values.get("pid-file"), None)
