@@ -186,7 +186,8 @@ EOF
 #    print "_try_parse: JSON parsing error" (into the job's output file for batch jobs).
 #  * a literal % must be written %% (an unknown %X is fatal in slurmstepd).
 #  * crun's --root is per user, under DIR/oci (%U is not a 22.05 pattern; the shell's
-#    $(id -u) is), so one user's container state is out of another's reach.
+#    $(id -u %u) is), so one user's container state is out of another's reach. Not
+#    $(id -u): Slurm 24.11 runs the step cleanup (Query, Kill, Delete) as root.
 #  * Query, Kill and Delete act on EVERY container of the step when the task id is -1:
 #    Slurm 24.11 runs its step cleanup only with task id -1 (22.05 also with the real
 #    ones), so `crun state <name>.-1` finds nothing, Delete is never run, and a container
@@ -197,7 +198,7 @@ EOF
 #    was still creating the container leaves a directory without crun's status file, which
 #    `crun list`/`state`/`delete` do not handle. At cleanup nothing of the step runs any
 #    more, so Query removes such a directory, and Delete removes what crun cannot delete.
-R="$OCIROOT/\$(id -u)"
+R="$OCIROOT/\$(id -u %u)"
 C="crun --rootless=true --root=$R"
 # each: the step's containers that this call is about, as \$c (sh code)
 each="s=%n.%u.%j.%s. t=%t; for c in \$(ls $R 2>/dev/null); do case \$t:\$c in -1:\$s*|*:\$s\$t)"

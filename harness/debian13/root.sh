@@ -70,10 +70,13 @@ build_root() {
 # looks right (a half-made one, a root rebuilt meanwhile) is dropped and made again.
 ns_ok() {
   mountpoint -q "$NS" && nsenter --mount="$NS" -- /bin/sh -c \
-    'mountpoint -q /proc && mountpoint -q /run && mountpoint -q /sys && test -x /usr/bin/apt-get' \
-    2>/dev/null
+    'mountpoint -q /proc && mountpoint -q /run && mountpoint -q /sys && test -x /usr/bin/apt-get &&
+     grep -Eq "^[0-9]+ [0-9]+ [0-9:]+ [^ ]+ / .* shared:" /proc/self/mountinfo' 2>/dev/null
 }
 if ! ns_ok; then
+  # an old namespace that is not right any more: this clone's daemons in it go first (they
+  # must share the namespace with the podman and srun that will talk to them)
+  if mountpoint -q "$NS"; then "$HARNESS13/down.sh"; fi
   mkdir -p "$(dirname "$NS")"
   # the file's mount must not propagate (else: "unshare: cannot ... mount propagation")
   if ! mountpoint -q "$(dirname "$NS")"; then
@@ -83,7 +86,8 @@ if ! ns_ok; then
   umount "$NS" 2>/dev/null || true
   touch "$NS"
   # The root bind-mounted onto itself (pivot_root needs a mount point; crun then finds "/"
-  # a mount point too); a fresh /proc; the host's /sys and /dev (cgroup hierarchies,
+  # a mount point too), shared within the namespace as systemd makes "/" (else rootless
+  # podman warns that "/" is not a shared mount, on every call); a fresh /proc; the host's /sys and /dev (cgroup hierarchies,
   # /dev/pts, /dev/shm come along); /run a private tmpfs (podman's runroot, crun's state).
   # shellcheck disable=SC2016  # expanded by the inner sh
   unshare --mount="$NS" --propagation private /bin/sh -c '
@@ -97,12 +101,17 @@ if ! ns_ok; then
     cd "$1"
     pivot_root . .oldroot
     umount -l /.oldroot
-    rmdir /.oldroot' sh "$R" || die13 "could not make the mount namespace of $R"
+    rmdir /.oldroot
+    mount --make-rshared /' sh "$R" || die13 "could not make the mount namespace of $R"
   ns_ok || die13 "the mount namespace of $R is not usable"
   log13 "mount namespace ready: $NS"
 fi
 cp /etc/hosts "$R/etc/hosts"
 cp /etc/resolv.conf "$R/etc/resolv.conf" 2>/dev/null || true
+# podman 5 warns on every call that cgroups v1 is deprecated (this host's layout): not for
+# logins (su -, whose PAM reads /etc/environment) either
+grep -qx PODMAN_IGNORE_CGROUPSV1_WARNING=1 "$R/etc/environment" 2>/dev/null \
+  || echo PODMAN_IGNORE_CGROUPSV1_WARNING=1 >>"$R/etc/environment"
 # cluster-up.sh names the first node after `hostname -s`: same answer inside
 hostname >"$R/etc/hostname"
 
