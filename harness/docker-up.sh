@@ -161,11 +161,11 @@ if ! alive "$RUN/ourpid.dockerd" dockerd; then
 fi
 docker_answers || die "dockerd (pid $(cat "$RUN/ourpid.dockerd")) not answering on $SOCK"
 # shellcheck disable=SC2016  # a Go template for docker, not shell expansions
-runtimes="$("$DOCKER" info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}')"
-case " $runtimes " in
-  *" scrun "*) ;;
-  *) die "dockerd has no runtime scrun (runtimes: $runtimes)" ;;
-esac
+runtimes() { "$DOCKER" info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}' 2>&1; }
+has_scrun() { case " $(runtimes) " in *" scrun "*) return 0 ;; *) return 1 ;; esac; }
+# dockerd 26 (Debian 13) answers once, then refuses connections for a moment while it
+# probes its runtimes (`<runtime> features`): poll.
+wait_for 20 has_scrun || die "dockerd has no runtime scrun (runtimes: $(runtimes))"
 
 # ------------------------------------------------------------------ busybox image
 # The same rootfs tarball podman-setup.sh imports (built here when podman was skipped).

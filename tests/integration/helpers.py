@@ -3,11 +3,15 @@ folder on sys.path, as it has no __init__.py)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+# The Debian 13 root's tests (harness/debian13/ sets it): Slurm 24.11, podman 5.4, docker 26.1.
+ON_DEBIAN13 = os.environ.get("SCRUN_PLATFORM") == "debian13"
 
 
 def wait_for(
