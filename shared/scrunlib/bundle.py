@@ -26,6 +26,7 @@ class Bundle:
         "annotations",
         "args",
         "config",
+        "cwd",
         "env",
         "oci_version",
         "path",
@@ -41,12 +42,13 @@ class Bundle:
         rootfs: str,
         args: tuple[str, ...],
         env: tuple[str, ...],
+        cwd: str,
         terminal: bool,
         oci_version: str,
         annotations: dict[str, str],
     ) -> None:
         self.path, self.config, self.rootfs = path, config, rootfs  # rootfs: absolute
-        self.args, self.env, self.terminal = args, env, terminal
+        self.args, self.env, self.cwd, self.terminal = args, env, cwd, terminal
         self.oci_version, self.annotations = oci_version, annotations
 
     @property
@@ -92,6 +94,9 @@ def parse(path: str, config: Any) -> Bundle:
     env = _expect(process.get("env", []), list, "process.env", "a list of strings")
     if not all(isinstance(entry, str) for entry in env):
         raise InvalidInput("config.json: process.env must be a list of strings")
+    cwd = _expect(process.get("cwd", "/"), str, "process.cwd", "a string")
+    if not cwd.startswith("/"):
+        raise InvalidInput("config.json: process.cwd must be an absolute path")
     terminal = _expect(process.get("terminal", False), bool, "process.terminal", "a boolean")
     annotations = _expect(config.get("annotations", {}), dict, "annotations", "an object")
     if not all(isinstance(value, str) for value in annotations.values()):
@@ -102,6 +107,7 @@ def parse(path: str, config: Any) -> Bundle:
         rootfs=os.path.normpath(os.path.join(path, root_path)),
         args=tuple(args),
         env=tuple(env),
+        cwd=cwd,
         terminal=terminal,
         oci_version=version,
         annotations=dict(annotations),
@@ -135,16 +141,44 @@ def _hooks_for_nodes(hooks: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def runnable_by_slurm(bundle_path: str, target_dir: str, *, terminal: bool = False) -> str:
-    """A bundle path that slurmd (22.05 and newer) runs with the intended rootfs.
+class NodeBundle:
+    """What the container's step runs: the bundle path slurmd gets and the command line,
+    its program as an absolute path inside the rootfs."""
+
+    __slots__ = ("args", "path")
+
+    def __init__(self, path: str, args: tuple[str, ...]) -> None:
+        self.path, self.args = path, args
+
+
+def node_args(staged: Bundle) -> tuple[str, ...]:
+    """process.args with args[0] found as the OCI runtime would find it. Unchanged when
+    the rootfs is not readable here (staged where only the nodes see it) or has no such
+    program (it may come from a mount): the runtime on the node then decides."""
+    from scrunlib import executable
+
+    name = staged.args[0]
+    if "/" not in name and not os.path.isdir(staged.rootfs):
+        log.verbose(f"rootfs {staged.rootfs} is not readable here: {name} left to the node")
+        return staged.args
+    found = executable.find(staged.rootfs, name, staged.env, staged.cwd)
+    if found is None:
+        log.verbose(f"{name} is not in the container's PATH inside {staged.rootfs}")
+        return staged.args
+    return (found, *staged.args[1:])
+
+
+def runnable_by_slurm(bundle_path: str, target_dir: str, *, terminal: bool = False) -> NodeBundle:
+    """The bundle slurmd (22.05 and newer) runs with the intended rootfs, and its command.
 
     If `<bundle>/rootfs` already is the configured root (and no terminal needs the node's
     /dev/pts), the bundle is used as it is. Otherwise `target_dir` gets a copy of
     config.json with an absolute root.path and a `rootfs` symlink to it."""
     staged = load(bundle_path)
+    args = node_args(staged)
     own_rootfs = os.path.join(staged.path, "rootfs")
     if not terminal and os.path.realpath(own_rootfs) == os.path.realpath(staged.rootfs):
-        return staged.path
+        return NodeBundle(staged.path, args)
     os.makedirs(target_dir, mode=0o755, exist_ok=True)
     config = dict(staged.config)
     config["root"] = {**config["root"], "path": staged.rootfs}
@@ -166,4 +200,4 @@ def runnable_by_slurm(bundle_path: str, target_dir: str, *, terminal: bool = Fal
     if os.path.lexists(link):
         os.unlink(link)
     os.symlink(staged.rootfs, link)
-    return target_dir
+    return NodeBundle(target_dir, args)

@@ -1,7 +1,8 @@
 """The anchor: holds one container's Slurm job from `create` to the container's end.
 
 create():  validate SCRUN_* → allocate (or join SLURM_JOB_ID) → job environment →
-           scrun.lua stage-in → a bundle slurmd can run → `created`, pid file written.
+           scrun.lua stage-in → a bundle slurmd can run (its program found in the
+           rootfs) → `created`, pid file written.
 serve():   answer `start` (launch the srun step) and `kill`; notice the step's end, a
            SIGTERM/SIGINT (what `scrun delete` sends), or the job's end; then stop().
 stop():    end the step (scancel, then SIGTERM → SIGKILL to a stuck srun), record the exit
@@ -76,7 +77,7 @@ class Anchor:
         self.staging = Staging(self.slurm, site)
         self.request: job_options.JobRequest | None = None
         self.job_env: dict[str, str] = {}
-        self.run_bundle = self.bundle.path
+        self.run_bundle = bundles.NodeBundle(self.bundle.path, self.bundle.args)
         self.server: socket.socket | None = None
         self.pty_slave: int | None = None
         self.step: subprocess.Popen[bytes] | None = None
@@ -291,8 +292,8 @@ class Anchor:
             self.slurm.path("srun"),
             StepCommand(
                 job_id=state.job_id,
-                bundle=self.run_bundle,
-                args=self.bundle.args,
+                bundle=self.run_bundle.path,
+                args=self.run_bundle.args,
                 container_id=state.id,
                 job_name=state.step_name,
                 pty=self.bundle.terminal,
