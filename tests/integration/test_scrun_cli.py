@@ -465,3 +465,27 @@ def test_version(scrun: Scrun, argv: list[str]) -> None:
     assert any(version("scrun") in line and "scrun" in line for line in lines), done.stdout
     assert any(line.startswith("spec:") for line in lines), done.stdout
     assert re.search(r"^slurm:?\s.*\b22\.05(\.[0-9]+)?\b", done.stdout, re.MULTILINE), done.stdout
+
+
+# ----------------------------------------------------------------------------- list
+
+
+def test_list_shows_each_container_with_its_job_and_nodes(cluster: Cluster, scrun: Scrun) -> None:
+    bundle = make_bundle(cluster, scrun.tmp / "bundle", ["sleep", "30"])
+    assert scrun.create("listed", bundle).returncode == 0
+    job_id = scrun.state("listed")["jobId"]
+    nodes = cluster.run(["squeue", "-h", "-j", str(job_id), "-o", "%N"]).stdout.strip()
+    assert nodes
+
+    quiet = scrun("list", "-q")
+    assert quiet.stdout == "listed\n", quiet
+    (entry,) = json.loads(scrun("list", "--format", "json").stdout)
+    assert (entry["id"], entry["status"], entry["jobId"]) == ("listed", "created", job_id)
+    assert entry["nodes"] == nodes and entry["bundle"] == str(bundle)
+    header, row = scrun("list").stdout.splitlines()
+    assert header.split()[:5] == ["ID", "PID", "STATUS", "JOBID", "NODES"]
+    assert row.split()[2:5] == ["created", str(job_id), nodes]
+
+    assert scrun("delete", "listed").returncode == 0
+    assert scrun("list", "-q").stdout == ""
+    scrun.assert_root_empty()

@@ -120,6 +120,7 @@ class Anchor:
             self._send_console()
         self.server = protocol.listen(self.spool.socket)
         record = self._get_job(self.request)
+        state.nodes = record.get("NodeList")
         self.job_env = self._job_environment(version, record)
         result = self.staging.stage_in(
             self.state, self.bundle, self.submission_bundle, self.spool, self.job_env

@@ -31,6 +31,8 @@ COMMANDS = {
     "kill": "send a signal to the container's processes",
     "delete": "end the container's job and remove everything scrun kept for it",
     "run": "create, start and wait for a container; exit with its exit code",
+    "list": "list the containers under the root, with their Slurm jobs and nodes",
+    "features": "print what scrun supports as JSON (runc's `features` document)",
     "version": "print scrun's, the OCI spec's and Slurm's versions",
 }
 
@@ -43,9 +45,7 @@ NOT_SUPPORTED = {
     "update": "a running job's resources are Slurm's to change (scontrol update)",
     "checkpoint": "checkpointing is not supported",
     "restore": "checkpointing is not supported",
-    "features": "not implemented",
     "spec": "not implemented",
-    "list": "not implemented (containers are listed by podman and squeue)",
     "events": "not implemented",
 }
 
