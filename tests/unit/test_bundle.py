@@ -165,3 +165,36 @@ def test_process_cwd_must_be_absolute(tmp_path):
     config["process"]["cwd"] = "work"
     with pytest.raises(InvalidInput, match=r"process\.cwd"):
         bundles.load(write(tmp_path, config))
+
+
+def test_config_file_replaces_config_json(tmp_path):
+    """crun's --config: relative to the bundle, or absolute."""
+    (tmp_path / "rootfs").mkdir()
+    path = write(tmp_path, GOOD)
+    other = json.loads(json.dumps(GOOD))
+    other["process"]["args"] = ["other"]
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    for config_file in ("other.json", str(tmp_path / "other.json")):
+        bundle = bundles.load(path, config_file)
+        assert bundle.args == ("other",)
+        assert bundle.config_file == str(tmp_path / "other.json")
+        assert not bundle.own_config
+    assert bundles.load(path).own_config
+    with pytest.raises(InvalidInput, match="has no missing.json"):
+        bundles.load(path, "missing.json")
+    with pytest.raises(InvalidInput, match=r"config file /nonexistent/c\.json does not exist"):
+        bundles.load(path, "/nonexistent/c.json")
+
+
+def test_slurmd_gets_a_copy_of_another_config_file(tmp_path):
+    """slurmd reads <bundle>/config.json: another file is copied into the spool bundle."""
+    (tmp_path / "rootfs").mkdir()
+    path = write(tmp_path, GOOD)
+    other = json.loads(json.dumps(GOOD))
+    other["process"]["args"] = ["other"]
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    target = tmp_path / "spool"
+    node = bundles.runnable_by_slurm(path, str(target), config_file="other.json")
+    assert node.path == str(target)
+    assert json.loads((target / "config.json").read_text())["process"]["args"] == ["other"]
+    assert os.readlink(target / "rootfs") == str(tmp_path / "rootfs")

@@ -139,3 +139,22 @@ def test_errors_never_say_no_such_file(root, tmp_path, capsys):
     err = one_error_line(capsys)
     assert "cannot open log file" in err and "does not exist" in err
     assert "No such file" not in err
+
+
+@pytest.mark.parametrize("command", ["create", "run"])
+def test_run_and_create_accept_runc_and_crun_options(root, capsys, command):
+    """Ignored ones are accepted; the rest reach the bundle check (here: no bundle)."""
+    argv = [command, "--bundle", "/nonexistent", "--no-pivot", "--no-new-keyring"]
+    argv += ["--preserve-fds", "2", "--config", "c.json", "--pid-file", "p", "x"]
+    if command == "run":
+        argv[1:1] = ["-d", "--keep", "--no-subreaper", "--console-socket", "/s"]
+    assert main(argv) == 1
+    assert "bundle /nonexistent is not a directory" in one_error_line(capsys)
+
+
+def test_config_option_names_the_missing_file(root, tmp_path, capsys):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    assert main(["create", "--bundle", str(bundle), "--config", "alt.json", "x"]) == 1
+    assert f"bundle {bundle} has no alt.json" in one_error_line(capsys)
+    assert not (root / "x").exists()

@@ -52,6 +52,7 @@ class Anchor:
         *,
         spool: Spool,
         bundle_path: str,
+        config_file: str | None,
         bundle_given: bool,
         pid_file: str | None,
         console_socket: str | None,
@@ -66,7 +67,7 @@ class Anchor:
         self.site = site
         self.log_file = log_file
         self.log_format = log_format
-        self.bundle = bundles.load(bundle_path)
+        self.bundle = bundles.load(bundle_path, config_file)
         # None when create defaulted to its cwd: scripts are told so (orig_bundle nil).
         self.submission_bundle = self.bundle.path if bundle_given else None
         self.state = ContainerState.load(spool)
@@ -128,7 +129,11 @@ class Anchor:
         if result is not None:
             state.bundle, state.rootfs = result
         self.run_bundle = bundles.runnable_by_slurm(
-            state.bundle, self.spool.bundle_dir, terminal=self.bundle.terminal
+            state.bundle,
+            self.spool.bundle_dir,
+            terminal=self.bundle.terminal,
+            # not staged elsewhere: crun's --config file, when given, is what runs
+            config_file=self.bundle.config_file if state.bundle == self.bundle.path else None,
         )
         state.transition(Status.CREATED)
         state.save(self.spool)

@@ -43,6 +43,7 @@ OPTIONS = (
     Opt("root", value=True, help="the runtime root holding the spool directory"),
     Opt("bundle", value=True, help="the bundle create was given"),
     Opt("bundle-is-cwd", help="create was given no --bundle (its cwd is used)"),
+    Opt("config", value=True, help="crun's --config: this file instead of config.json"),
     Opt("ready-fd", value=True, help="report `created <pid>` or `error <msg>` here"),
     Opt("pid-file", value=True, help="write our pid here once created"),
     Opt("console-socket", value=True, help="send the pty master here"),
@@ -105,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         anchor = Anchor(
             spool=spool,
             bundle_path=values["bundle"],
+            config_file=values.get("config"),
             bundle_given=not values.get("bundle-is-cwd"),
             pid_file=values.get("pid-file"),
             console_socket=values.get("console-socket"),

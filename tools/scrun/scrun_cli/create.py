@@ -24,12 +24,19 @@ from scrun_cli.context import Context
 OPTIONS = (
     Opt("bundle", "b", value=True, metavar="DIR", help="bundle (default: the current directory)"),
     Opt(
+        "config",
+        value=True,
+        metavar="FILE",
+        help="use FILE (relative: to the bundle) as config.json",
+    ),
+    Opt(
         "pid-file", value=True, metavar="FILE", help="write the container's pid (the anchor's) here"
     ),
     Opt("console-socket", value=True, metavar="SOCKET", help="receives the pty master"),
     Opt("no-pivot", ignored=True),
     Opt("no-new-keyring", ignored=True),
-    Opt("preserve-fds", value=True, ignored=True),
+    # srun carries only the container's stdin, stdout and stderr to the nodes
+    Opt("preserve-fds", value=True, metavar="N", ignored=True),
 )
 USAGE = usage_text(
     "scrun create [OPTIONS] CONTAINER-ID",
@@ -54,11 +61,12 @@ def create_container(
     bundle_path: str | None,
     pid_file: str | None,
     console_socket: str | None,
+    config_file: str | None = None,
 ) -> int:
     """Everything `create` does; returns the anchor's pid once the container is created.
     `bundle_path` None means the current directory (scrun.lua is told it was not given)."""
     spool = ctx.spool(container_id)
-    bundle = bundles.load(bundle_path or os.getcwd())
+    bundle = bundles.load(bundle_path or os.getcwd(), config_file)
     if bundle.terminal and not console_socket and not os.isatty(0):
         raise InvalidInput("process.terminal is true but no --console-socket was given")
     if pid_file:
@@ -74,7 +82,13 @@ def create_container(
             owner=_user_name(),
         ).save(spool)
         return _launch_anchor(
-            ctx, spool, bundle.path, bundle_path is None, pid_file, console_socket
+            ctx,
+            spool,
+            bundle.path,
+            bundle_path is None,
+            pid_file,
+            console_socket,
+            None if bundle.own_config else bundle.config_file,
         )
     except BaseException:
         spool.remove()
@@ -95,6 +109,7 @@ def _launch_anchor(
     bundle_is_cwd: bool,
     pid_file: str | None,
     console_socket: str | None,
+    config_file: str | None,
 ) -> int:
     read_end, write_end = os.pipe()
     argv = [
@@ -109,6 +124,8 @@ def _launch_anchor(
     ]
     if bundle_is_cwd:
         argv.append("--bundle-is-cwd")
+    if config_file:
+        argv += ["--config", config_file]
     if pid_file:
         argv += ["--pid-file", pid_file]
     if console_socket:
@@ -146,5 +163,6 @@ def run(ctx: Context, argv: Sequence[str]) -> int:
         values.get("bundle"),
         values.get("pid-file"),
         values.get("console-socket"),
+        values.get("config"),
     )
     return 0
