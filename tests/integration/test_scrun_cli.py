@@ -278,11 +278,11 @@ def test_run_detached_returns_while_the_container_runs(cluster: Cluster, scrun: 
     out, err = scrun.tmp / "detached.out", scrun.tmp / "detached.err"
     scrun.ids.add("detached")
     began = time.monotonic()
+    argv = [SCRUN, "--root", str(scrun.root), "run", "-d", "--bundle", str(bundle)]
     # files, not pipes: they are the container's stdout and stderr, open while it runs
     with out.open("w") as stdout, err.open("w") as stderr:
         done = subprocess.run(
-            [SCRUN, "--root", str(scrun.root), "run", "-d", "--bundle", str(bundle)]
-            + ["--pid-file", str(pid_file), "detached"],
+            [*argv, "--pid-file", str(pid_file), "detached"],
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,

@@ -180,7 +180,7 @@ def test_config_file_replaces_config_json(tmp_path):
         assert bundle.config_file == str(tmp_path / "other.json")
         assert not bundle.own_config
     assert bundles.load(path).own_config
-    with pytest.raises(InvalidInput, match="has no missing.json"):
+    with pytest.raises(InvalidInput, match=r"has no missing\.json"):
         bundles.load(path, "missing.json")
     with pytest.raises(InvalidInput, match=r"config file /nonexistent/c\.json does not exist"):
         bundles.load(path, "/nonexistent/c.json")
