@@ -3,9 +3,9 @@
 One table, `VARIABLES`, lists every job variable of upstream scrun (scrun-env.md §2) in
 upstream's order: which long option it becomes, what values it takes and where the option
 goes, the allocation (`salloc --no-shell`) or the container's step (`srun --container`).
-Everything else here reads that table: `job_request` (what the anchor submits),
-`markdown_table` (docs/scrun-variables.md, kept in sync by a unit test) and
-`unknown_variables` (did-you-mean hints for typos).
+Everything else reads that table: `job_request` (what the anchor submits),
+`unknown_variables` (did-you-mean hints for typos) and scrunlib.variables_doc
+(docs/scrun-variables.md, kept in sync by a unit test).
 
 Deliberate differences from upstream, all listed in the generated document:
 * variables for srun-only options (SCRUN_CPU_BIND, SCRUN_LABELIO, …) go to the container
@@ -26,16 +26,12 @@ import re
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
-from scrunlib.errors import InvalidInput, SlurmError
+from scrunlib.errors import InvalidInput
 from scrunlib.log import ENV_VARIABLES as LOG_VARIABLES
 from scrunlib.log import LEVELS
 from scrunlib.lua.timestr import INVALID, UNLIMITED, time_str2mins
-
-# Same shape as scrunlib.slurm.SlurmVersion; not imported from there because that module
-# pulls in plumbum, which this one must not.
-SlurmVersion = tuple[int, int, int]
+from scrunlib.slurm_version import SlurmVersion, version_text
 
 DEFAULT_JOB_NAME = "scrun"
 _INT_MAX = 2**31 - 1  # Slurm keeps these counts in a C int
@@ -473,12 +469,6 @@ ANNOTATION_PREFIX = "SCRUN_ANNOTATION_"
 _OTHER_INPUTS = (*LOG_VARIABLES, "SCRUN_SITE_CONFIG")
 
 
-def version_text(version: SlurmVersion) -> str:
-    """(23, 2, 0) → "23.02", (22, 5, 8) → "22.05.8": how Slurm names its releases."""
-    major, minor, micro = version
-    return f"{major}.{minor:02d}" + (f".{micro}" if micro else "")
-
-
 # ---------------------------------------------------------------------------------------
 # Turning an environment into a job request.
 
@@ -608,259 +598,3 @@ def unknown_variables(env: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
         and name not in known
         and not name.startswith(ANNOTATION_PREFIX)
     }
-
-
-# ---------------------------------------------------------------------------------------
-# Variables scrun sets (scrun-env.md §3 and §4).
-
-# An id that is not mapped in the user namespace shows as the kernel's overflow id.
-NOBODY_ID = 65534
-
-
-def output_variables(
-    *,
-    oci_version: str,
-    container_id: str,
-    anchor_pid: int,
-    bundle: str,
-    submission_bundle: str,
-    annotations: Mapping[str, str],
-    pid_file: str | None,
-    socket: str,
-    spool_dir: str,
-    config_file: str,
-    user: str | None,
-    user_id: int | None,
-    group: str | None,
-    group_id: int | None,
-    root: str,
-    rootfs_path: str,
-    log_file: str | None,
-    log_format: str | None,
-) -> dict[str, str]:
-    """The SCRUN_* "script" variables for the job env: what scrun.lua, the allocator and
-    remote commands and the container's srun see. Unset strings are exported empty, except
-    those upstream leaves out (pid 0, unknown or nobody user/group, no --log/--log-format).
-    Annotations whose key or value cannot be part of an environment variable are skipped."""
-    env = {
-        "SCRUN_OCI_VERSION": oci_version,
-        "SCRUN_CONTAINER_ID": container_id,
-        "SCRUN_BUNDLE": bundle,
-        "SCRUN_SUBMISSION_BUNDLE": submission_bundle,
-        "SCRUN_PID_FILE": pid_file or "",
-        "SCRUN_SOCKET": socket,
-        "SCRUN_SPOOL_DIR": spool_dir,
-        "SCRUN_SUBMISSION_CONFIG_FILE": config_file,
-        "SCRUN_ROOT": root,
-        "SCRUN_ROOTFS_PATH": rootfs_path,
-        "SCRUN_SUBMISSION_ROOTFS_PATH": rootfs_path,
-    }
-    if anchor_pid:
-        env["SCRUN_PID"] = str(anchor_pid)
-    env.update(_identity("SCRUN_USER", user, user_id))
-    env.update(_identity("SCRUN_GROUP", group, group_id))
-    if log_file is not None:
-        env["SCRUN_LOG_FILE"] = log_file
-    if log_format is not None:
-        env["SCRUN_LOG_FORMAT"] = log_format
-    for key, value in annotations.items():
-        if "=" not in key and "\0" not in key and "\0" not in value:
-            env[ANNOTATION_PREFIX + key] = value
-    return env
-
-
-def _identity(prefix: str, name: str | None, number: int | None) -> dict[str, str]:
-    """NAME and NAME_ID for a user or group, leaving out what is unknown or nobody."""
-    if number == NOBODY_ID or name == "nobody":
-        return {}
-    env = {}
-    if name:
-        env[prefix] = name
-    if number is not None:
-        env[prefix + "_ID"] = str(number)
-    return env
-
-
-# `scontrol show job` prints these for "not set".
-_UNSET = frozenset({"", "(null)", "N/A", "None", "Unknown"})
-_RECORD_STRINGS = (
-    ("JobName", ("SLURM_JOB_NAME",)),
-    ("NodeList", ("SLURM_JOB_NODELIST", "SLURM_NODELIST")),
-    ("Partition", ("SLURM_JOB_PARTITION",)),
-    ("Account", ("SLURM_JOB_ACCOUNT",)),
-    ("QOS", ("SLURM_JOB_QOS",)),
-    ("Reservation", ("SLURM_JOB_RESERVATION",)),
-)
-_RECORD_TIMES = (("StartTime", "SLURM_JOB_START_TIME"), ("EndTime", "SLURM_JOB_END_TIME"))
-_RECORD_MEMORY = (("MinMemoryNode", "SLURM_MEM_PER_NODE"), ("MinMemoryCPU", "SLURM_MEM_PER_CPU"))
-_MEGABYTES = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-
-
-def job_environment(
-    record: Mapping[str, str], cluster_name: str, submit_host: str
-) -> dict[str, str]:
-    """salloc's output variables (SLURM_JOB_ID, SLURM_JOB_NODELIST, …) from a
-    `scontrol -o show job` record, for a job scrun allocated with `salloc --no-shell`
-    (which prints them nowhere). A field the record leaves unset gives no variable.
-
-    SLURM_CPUS_PER_TASK is set only above 1: the record shows 1 whether or not it was asked
-    for, and srun ≥ 23.11 reads it back as an option. SLURM_JOB_CPUS_PER_NODE is known only
-    for one-node jobs; the one-line record does not break the CPUs down by node.
-    """
-    job_id = _field(record, "JobId")
-    if job_id is None:
-        raise SlurmError("the job record from scontrol has no JobId")
-    env = {"SLURM_JOB_ID": job_id, "SLURM_JOBID": job_id, "SLURM_SUBMIT_HOST": submit_host}
-    if cluster_name:
-        env["SLURM_CLUSTER_NAME"] = cluster_name
-    for key, names in _RECORD_STRINGS:
-        value = _field(record, key)
-        if value is not None:
-            env.update(dict.fromkeys(names, value))
-    nodes = _count(record, "NumNodes")
-    if nodes:
-        env["SLURM_JOB_NUM_NODES"] = env["SLURM_NNODES"] = str(nodes)
-    cpus = _count(record, "NumCPUs")
-    if nodes == 1 and cpus:
-        env["SLURM_JOB_CPUS_PER_NODE"] = str(cpus)
-    tasks = _count(record, "NumTasks")
-    if tasks:
-        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(tasks)
-    cpus_per_task = _count(record, "CPUs/Task")
-    if cpus_per_task and cpus_per_task > 1:
-        env["SLURM_CPUS_PER_TASK"] = str(cpus_per_task)
-    for key, name in _RECORD_MEMORY:
-        megabytes = _megabytes(_field(record, key))
-        if megabytes:
-            env[name] = str(megabytes)
-    for key, name in _RECORD_TIMES:
-        epoch = _epoch(_field(record, key))
-        if epoch is not None:
-            env[name] = str(epoch)
-    return env
-
-
-def _field(record: Mapping[str, str], key: str) -> str | None:
-    value = record.get(key)
-    return None if value is None or value in _UNSET else value
-
-
-def _count(record: Mapping[str, str], key: str) -> int | None:
-    """A count such as NumNodes; pending jobs show a range (`1-2`), of which the low end."""
-    value = _field(record, key)
-    return _digits(value.partition("-")[0]) if value else None
-
-
-def _megabytes(value: str | None) -> int | None:
-    """scontrol's memory (`500M`, `2G`, `1024`) in megabytes, as salloc exports it."""
-    match = re.fullmatch(r"([0-9]+)([KMGT]?)", value or "")
-    if not match:
-        return None
-    return int(int(match.group(1)) * _MEGABYTES[match.group(2) or "M"])
-
-
-def _epoch(value: str | None) -> int | None:
-    """scontrol's local `2024-05-01T10:00:00` → seconds since the epoch."""
-    try:
-        return int(datetime.strptime(value or "", "%Y-%m-%dT%H:%M:%S").timestamp())
-    except ValueError:
-        return None
-
-
-# ---------------------------------------------------------------------------------------
-# Documentation.
-
-_TARGET_TEXT = {
-    Target.ALLOCATION: "allocation",
-    Target.STEP: "step",
-    Target.JOB_NAME: "job name",
-}
-
-
-def markdown_table() -> str:
-    """docs/scrun-variables.md: the table above as the user reads it."""
-    lines = [
-        "# SCRUN_* job variables",
-        "",
-        "<!-- Generated from shared/scrunlib/job_options.py by",
-        "     `python -m scrunlib.job_options > docs/scrun-variables.md`; do not edit. -->",
-        "",
-        "scrun reads these from its environment after adding the container's config.json",
-        "`process.env` (so `podman run -e SCRUN_PARTITION=debug …` works; the container's",
-        "value wins over the caller's). Every value is checked before anything is submitted;",
-        "a bad one stops `create` with a one-line error naming the variable, the value and",
-        "the reason.",
-        "",
-        "*Goes to*: **allocation** = an option of `salloc --no-shell`, which creates the job;",
-        "**step** = an option of the container's `srun --container`; **job name** = the",
-        "`--job-name` of both. When `SLURM_JOB_ID` is set the container runs in that job:",
-        "allocation variables are still checked but have no effect.",
-        "Options are passed as `--option=value`, one argument each, never through a shell.",
-        "",
-        "| variable | option | value | goes to | notes |",
-        "|---|---|---|---|---|",
-    ]
-    for variable in VARIABLES:
-        lines.append(
-            f"| `{variable.name}` | `{variable.option}` | {variable.kind.name} "
-            f"| {_TARGET_TEXT[variable.target]} | {_notes(variable)} |"
-        )
-    lines += [
-        "",
-        "## Value kinds",
-        "",
-        "| kind | accepted |",
-        "|---|---|",
-    ]
-    lines += [f"| {kind.name} | {kind.accepts} |" for kind in KINDS]
-    lines += [
-        "",
-        "## Differences from upstream scrun",
-        "",
-        "* Variables for srun-only options go to the container step; upstream aborts",
-        "  `create` when one is set.",
-        "* `SCRUN_JOB_NAME` names the job; upstream always names it `scrun`.",
-        "* Flags: `true` sets a flag (upstream: only empty, `yes` or a non-zero number do),",
-        "  and a value that is none of the flag words is an error (upstream: flag unset).",
-        "* `SCRUN_JOB_NODELIST` asks for those nodes (`salloc --nodelist`); upstream",
-        "  rejects it.",
-        "* `SCRUN_WAIT4SWITCH` without `SCRUN_REQ_SWITCH` is an error (alone it does nothing).",
-        "* Options the running Slurm does not have are refused before submitting, naming the",
-        "  Slurm version that has them.",
-        "* Values are checked here first; Slurm accepts some that it then ignores or",
-        "  misreads (`--time=soon` fails, but `--switches=2@soon` does not).",
-        "",
-        "## Output variables, and what the container sees",
-        "",
-        "scrun sets these in the job environment: `scrun.lua`'s `job_env`, the environment of",
-        "`slurm.allocator_command` / `slurm.remote_command`, and the container step's srun:",
-        "",
-        ", ".join(f"`{name}`" for name in OUTPUT_VARIABLES) + f", `{ANNOTATION_PREFIX}<key>`",
-        "(one per annotation), plus the job's `SLURM_*` variables (`SLURM_JOB_ID`,",
-        "`SLURM_JOB_NODELIST`, `SLURM_JOB_NUM_NODES`, `SLURM_CLUSTER_NAME`,",
-        "`SLURM_JOB_PARTITION`, …) and `SLURM_CONTAINER` (`SLURM_CONTAINER_ID` on Slurm ≥ 23.02).",
-        "",
-        "The container itself sees its own `config.json` `process.env` (what `-e` gave it) plus",
-        "the variables slurmstepd sets for every step task (`SLURM_JOB_ID`, `SLURM_STEP_ID`, …).",
-        "The SCRUN_* output variables do **not** reach it: the step runs with `srun",
-        "--export=NONE`, as upstream, so the host's environment and scrun's bookkeeping stay",
-        "out of the container. A site that wants them inside can append `job_env` to",
-        "`process.env` in its `scrun.lua` (the man page's example does).",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _notes(variable: JobVariable) -> str:
-    notes = []
-    if variable.since:
-        notes.append(f"Slurm ≥ {version_text(variable.since)}")
-    if variable.until:
-        notes.append(f"Slurm < {version_text(variable.until)} (removed)")
-    notes += [f"`{value}` needs Slurm ≥ {version_text(v)}" for value, v in variable.value_since]
-    if variable.note:
-        notes.append(variable.note)
-    return "; ".join(notes)
-
-
-if __name__ == "__main__":
-    print(markdown_table(), end="")

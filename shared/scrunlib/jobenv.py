@@ -2,8 +2,9 @@
 `slurm.allocator_command`/`remote_command` and the container's srun run with.
 
 It is the job's SLURM_* variables (from its `scontrol show job` record), the SCRUN_* output
-variables, and SLURM_CONTAINER(_ID). The anchor and scrun-stage both build it here, so an
-admin trying a script by hand sees exactly what the anchor passes.
+variables, and SLURM_CONTAINER(_ID). The anchor, scrun-stage and scrun-lua-check all build
+it here, so an admin trying a script by hand sees exactly what the anchor passes. Standard
+library only: the anchor builds it on every `create`.
 """
 
 from __future__ import annotations
@@ -11,15 +12,22 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import re
 from collections.abc import Mapping
+from datetime import datetime
 
-from scrunlib import job_options
 from scrunlib.bundle import Bundle
-from scrunlib.slurm import SlurmVersion, cluster_name, supports_container_id
+from scrunlib.errors import SlurmError
+from scrunlib.job_options import ANNOTATION_PREFIX
+from scrunlib.slurm_version import SlurmVersion, supports_container_id
 from scrunlib.spool import Spool
+
+# An id that is not mapped in the user namespace shows as the kernel's overflow id.
+NOBODY_ID = 65534
 
 
 def user_name(uid: int) -> str:
+    """The account name of `uid`, or "" when it has none."""
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
@@ -27,6 +35,7 @@ def user_name(uid: int) -> str:
 
 
 def group_name(gid: int) -> str:
+    """The group name of `gid`, or "" when it has none."""
     try:
         return grp.getgrgid(gid).gr_name
     except KeyError:
@@ -44,31 +53,19 @@ def container_job_env(
     log_file: str | None = None,
     log_format: str | None = None,
 ) -> dict[str, str]:
-    """`slurm_part` (the job's SLURM_* variables) plus the SCRUN_* output variables, for
-    a container whose anchor is this process (scrun-stage and scrun-lua-check stand in for
-    one). `version` None: unknown, so no SLURM_CONTAINER_ID."""
-    uid, gid = os.getuid(), os.getgid()
+    """The whole job env: `slurm_part` (the job's SLURM_* variables, see slurm_variables)
+    plus the SCRUN_* output variables, for a container whose anchor is this process
+    (scrun-stage and scrun-lua-check stand in for one). `version` None: unknown, so no
+    SLURM_CONTAINER_ID."""
     env = dict(slurm_part)
     env.update(
-        job_options.output_variables(
-            oci_version=bundle.oci_version,
-            container_id=spool.container_id,
-            anchor_pid=os.getpid(),
-            bundle=bundle.path,
-            submission_bundle=submission_bundle or "",
-            annotations=bundle.annotations,
-            pid_file=pid_file or "",
-            socket=spool.socket,
-            spool_dir=spool.dir_for_scripts,
-            config_file=bundle.config_file,
-            user=user_name(uid),
-            user_id=uid,
-            group=group_name(gid),
-            group_id=gid,
-            root=spool.root,
-            rootfs_path=bundle.rootfs,
+        output_variables(
+            bundle,
+            spool,
+            submission_bundle=submission_bundle,
+            pid_file=pid_file,
             log_file=log_file,
-            log_format=log_format if log_file else None,
+            log_format=log_format,
         )
     )
     env["SLURM_CONTAINER"] = bundle.path
@@ -77,6 +74,149 @@ def container_job_env(
     return env
 
 
-def slurm_part(record: Mapping[str, str], slurm_conf: str) -> dict[str, str]:
-    """The job's SLURM_* variables, from its `scontrol -o show job` record."""
-    return job_options.job_environment(record, cluster_name(slurm_conf), os.uname().nodename)
+def output_variables(
+    bundle: Bundle,
+    spool: Spool,
+    *,
+    submission_bundle: str | None,
+    pid_file: str | None = None,
+    log_file: str | None = None,
+    log_format: str | None = None,
+    anchor_pid: int | None = None,
+    uid: int | None = None,
+    gid: int | None = None,
+) -> dict[str, str]:
+    """The SCRUN_* "script" variables for the job env: what scrun.lua, the allocator and
+    remote commands and the container's srun see. The anchor is this process and its user
+    and group this process's, unless given. Unset strings are exported empty, except those
+    upstream leaves out (pid 0, unknown or nobody user/group, no --log; the log format only
+    with a log file). Annotations whose key or value cannot be part of an environment
+    variable are skipped."""
+    anchor_pid = os.getpid() if anchor_pid is None else anchor_pid
+    uid = os.getuid() if uid is None else uid
+    gid = os.getgid() if gid is None else gid
+    env = {
+        "SCRUN_OCI_VERSION": bundle.oci_version,
+        "SCRUN_CONTAINER_ID": spool.container_id,
+        "SCRUN_BUNDLE": bundle.path,
+        "SCRUN_SUBMISSION_BUNDLE": submission_bundle or "",
+        "SCRUN_PID_FILE": pid_file or "",
+        "SCRUN_SOCKET": spool.socket,
+        "SCRUN_SPOOL_DIR": spool.dir_for_scripts,
+        "SCRUN_SUBMISSION_CONFIG_FILE": bundle.config_file,
+        "SCRUN_ROOT": spool.root,
+        "SCRUN_ROOTFS_PATH": bundle.rootfs,
+        "SCRUN_SUBMISSION_ROOTFS_PATH": bundle.rootfs,
+    }
+    if anchor_pid:
+        env["SCRUN_PID"] = str(anchor_pid)
+    env.update(_identity("SCRUN_USER", user_name(uid), uid))
+    env.update(_identity("SCRUN_GROUP", group_name(gid), gid))
+    if log_file is not None:
+        env["SCRUN_LOG_FILE"] = log_file
+        if log_format is not None:
+            env["SCRUN_LOG_FORMAT"] = log_format
+    for key, value in bundle.annotations.items():
+        if "=" not in key and "\0" not in key and "\0" not in value:
+            env[ANNOTATION_PREFIX + key] = value
+    return env
+
+
+def _identity(prefix: str, name: str, number: int) -> dict[str, str]:
+    """NAME and NAME_ID for a user or group, leaving out what is unknown or nobody."""
+    if number == NOBODY_ID or name == "nobody":
+        return {}
+    env = {prefix + "_ID": str(number)}
+    if name:
+        env[prefix] = name
+    return env
+
+
+# `scontrol show job` prints these for "not set".
+_UNSET = frozenset({"", "(null)", "N/A", "None", "Unknown"})
+_RECORD_STRINGS = (
+    ("JobName", ("SLURM_JOB_NAME",)),
+    ("NodeList", ("SLURM_JOB_NODELIST", "SLURM_NODELIST")),
+    ("Partition", ("SLURM_JOB_PARTITION",)),
+    ("Account", ("SLURM_JOB_ACCOUNT",)),
+    ("QOS", ("SLURM_JOB_QOS",)),
+    ("Reservation", ("SLURM_JOB_RESERVATION",)),
+)
+_RECORD_TIMES = (("StartTime", "SLURM_JOB_START_TIME"), ("EndTime", "SLURM_JOB_END_TIME"))
+_RECORD_MEMORY = (("MinMemoryNode", "SLURM_MEM_PER_NODE"), ("MinMemoryCPU", "SLURM_MEM_PER_CPU"))
+_MEGABYTES = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def slurm_variables(
+    record: Mapping[str, str], cluster_name: str, submit_host: str | None = None
+) -> dict[str, str]:
+    """salloc's output variables (SLURM_JOB_ID, SLURM_JOB_NODELIST, …) from a
+    `scontrol -o show job` record, for a job scrun allocated with `salloc --no-shell`
+    (which prints them nowhere). A field the record leaves unset gives no variable.
+    `submit_host` defaults to this host.
+
+    SLURM_CPUS_PER_TASK is set only above 1: the record shows 1 whether or not it was asked
+    for, and srun ≥ 23.11 reads it back as an option. SLURM_JOB_CPUS_PER_NODE is known only
+    for one-node jobs; the one-line record does not break the CPUs down by node.
+    """
+    job_id = _field(record, "JobId")
+    if job_id is None:
+        raise SlurmError("the job record from scontrol has no JobId")
+    if submit_host is None:
+        submit_host = os.uname().nodename
+    env = {"SLURM_JOB_ID": job_id, "SLURM_JOBID": job_id, "SLURM_SUBMIT_HOST": submit_host}
+    if cluster_name:
+        env["SLURM_CLUSTER_NAME"] = cluster_name
+    for key, names in _RECORD_STRINGS:
+        value = _field(record, key)
+        if value is not None:
+            env.update(dict.fromkeys(names, value))
+    nodes = _count(record, "NumNodes")
+    if nodes:
+        env["SLURM_JOB_NUM_NODES"] = env["SLURM_NNODES"] = str(nodes)
+    cpus = _count(record, "NumCPUs")
+    if nodes == 1 and cpus:
+        env["SLURM_JOB_CPUS_PER_NODE"] = str(cpus)
+    tasks = _count(record, "NumTasks")
+    if tasks:
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(tasks)
+    cpus_per_task = _count(record, "CPUs/Task")
+    if cpus_per_task and cpus_per_task > 1:
+        env["SLURM_CPUS_PER_TASK"] = str(cpus_per_task)
+    for key, name in _RECORD_MEMORY:
+        megabytes = _megabytes(_field(record, key))
+        if megabytes:
+            env[name] = str(megabytes)
+    for key, name in _RECORD_TIMES:
+        epoch = _epoch(_field(record, key))
+        if epoch is not None:
+            env[name] = str(epoch)
+    return env
+
+
+def _field(record: Mapping[str, str], key: str) -> str | None:
+    value = record.get(key)
+    return None if value is None or value in _UNSET else value
+
+
+def _count(record: Mapping[str, str], key: str) -> int | None:
+    """A count such as NumNodes; pending jobs show a range (`1-2`), of which the low end."""
+    value = _field(record, key)
+    low = value.partition("-")[0] if value else ""
+    return int(low) if re.fullmatch(r"[0-9]+", low) else None
+
+
+def _megabytes(value: str | None) -> int | None:
+    """scontrol's memory (`500M`, `2G`, `1024`) in megabytes, as salloc exports it."""
+    match = re.fullmatch(r"([0-9]+)([KMGT]?)", value or "")
+    if not match:
+        return None
+    return int(int(match.group(1)) * _MEGABYTES[match.group(2) or "M"])
+
+
+def _epoch(value: str | None) -> int | None:
+    """scontrol's local `2024-05-01T10:00:00` → seconds since the epoch."""
+    try:
+        return int(datetime.strptime(value or "", "%Y-%m-%dT%H:%M:%S").timestamp())
+    except ValueError:
+        return None

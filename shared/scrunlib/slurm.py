@@ -20,27 +20,25 @@ from plumbum import ProcessExecutionError, local
 
 from scrunlib.errors import SlurmError, reason
 from scrunlib.siteconfig import SiteConfig
+from scrunlib.slurm_version import (
+    SlurmVersion,
+    parse_version,
+    supports_container_id,
+    version_string,
+)
 
-SlurmVersion = tuple[int, int, int]
-CONTAINER_ID_SINCE: SlurmVersion = (23, 2, 0)
-
-
-def parse_version(text: str) -> SlurmVersion:
-    """`slurm 22.05.8` (srun --version) → (22, 5, 8)."""
-    match = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
-    if not match:
-        raise SlurmError(f"cannot tell the Slurm version from {text.strip()!r}")
-    major, minor, micro = (int(part) for part in match.groups())
-    return major, minor, micro
+JOB_TAG_PREFIX = "scrun:"
 
 
-def version_string(version: SlurmVersion) -> str:
-    major, minor, micro = version
-    return f"{major}.{minor:02d}.{micro}"
+def job_tag(container_id: str) -> str:
+    """The comment every job scrun allocates carries (`salloc --comment`), so the job of a
+    container can be found (and cancelled) before salloc has told us its id."""
+    return JOB_TAG_PREFIX + container_id
 
 
-def supports_container_id(version: SlurmVersion) -> bool:
-    return version >= CONTAINER_ID_SINCE
+def tagged_container(comment: str) -> str | None:
+    """The container id a job's comment names, None when it is not scrun's tag."""
+    return comment.removeprefix(JOB_TAG_PREFIX) if comment.startswith(JOB_TAG_PREFIX) else None
 
 
 def parse_granted_job_id(salloc_stderr: str) -> int:
@@ -160,7 +158,7 @@ def salloc_argv(
         "--no-shell",
         "--wait-all-nodes=1",
         f"--job-name={job_name}",
-        f"--comment=scrun:{container_id}",
+        f"--comment={job_tag(container_id)}",
     ]
     if supports_container_id(version):
         argv.append(f"--container-id={container_id}")
@@ -280,8 +278,18 @@ class Slurm:
         code, out, _ = self.run([self.path("squeue"), "-h", "-o", "%i %k"])
         for line in out.splitlines() if code == 0 else []:
             job, _, comment = line.strip().partition(" ")
-            if comment == f"scrun:{container_id}" and job.isdigit():
+            if tagged_container(comment) == container_id and job.isdigit():
                 self.cancel(int(job))
+
+    def end_container_job(self, job_id: int, *, existing_job: bool, step_name: str) -> None:
+        """End what is a container's in Slurm: the whole job for an allocation of its own,
+        only its steps (found by name) inside a job it joined (SLURM_JOB_ID), which is not
+        ours to end."""
+        if existing_job:
+            for step_id in self.step_ids(job_id, step_name):
+                self.cancel(job_id, step_id=step_id)
+        else:
+            self.cancel(job_id)
 
     def job_record(self, job_id: int) -> dict[str, str]:
         code, out, err = self.run([self.path("scontrol"), "-o", "show", "job", str(job_id)])

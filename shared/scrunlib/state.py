@@ -88,7 +88,7 @@ _DEFAULTS: dict[str, Any] = {
     "job_id": None,
     "nodes": None,  # the job's NodeList, for `scrun list`
     "existing_job": False,  # joined SLURM_JOB_ID: only our step is ours to end
-    "job_ended": False,  # the anchor ended the job; delete need not call Slurm
+    "job_ended": False,  # the anchor ended the container's job/steps; delete need not call Slurm
     "step_name": "scrun",
     "step_pid": None,  # the step's srun on this host
     "step_start_time": None,

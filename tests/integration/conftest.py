@@ -19,6 +19,7 @@ Every test under tests/integration is marked `integration` automatically.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+from scrunlib.slurm import tagged_container
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = REPO / "harness"
@@ -242,27 +244,48 @@ def _is_anchor(argv: list[str]) -> bool:
     return any(a == "-m" and b.split(".")[0] == "scrun_anchor" for a, b in pairwise(argv))
 
 
+def _cmdline(pid: int | str) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None  # gone meanwhile, or a kernel thread
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def _other_checkout(argv: list[str]) -> bool:
+    """A process started from another checkout's venv: several checkouts (each with its own
+    cluster) may run their suites on one machine at once, sharing root's default spool
+    root; what their containers leave is theirs to check."""
+    return not any(str(REPO) in arg for arg in argv[:3])
+
+
 def anchor_processes() -> list[str]:
-    """`pid: command line` of every scrun-anchor process on the machine."""
+    """`pid: command line` of every scrun-anchor process of this checkout on the machine."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
-        try:
-            raw = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue  # gone meanwhile, or a kernel thread
-        argv = [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-        if argv and _is_anchor(argv):
+        argv = _cmdline(proc.name)
+        if argv and _is_anchor(argv) and not _other_checkout(argv):
             found.append(f"{proc.name}: {' '.join(argv)}")
     return found
+
+
+def _spool_dir_of_other_checkout(container_dir: Path) -> bool:
+    """The container's anchor still runs, started from another checkout."""
+    try:
+        pid = json.loads((container_dir / "state.json").read_text())["anchor_pid"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    argv = _cmdline(pid) if isinstance(pid, int) else None
+    return argv is not None and _is_anchor(argv) and _other_checkout(argv)
 
 
 def leftovers(env: Mapping[str, str]) -> list[str]:
     """Everything scrun should have cleaned up but did not (empty list: clean)."""
     problems = []
-    # Every job scrun allocates carries the comment `scrun:<container id>`, whatever its
-    # name (SCRUN_JOB_NAME); a job a test made itself does not.
+    # Every job scrun allocates carries its job tag as comment (scrunlib.slurm.job_tag),
+    # whatever its name (SCRUN_JOB_NAME); a job a test made itself does not.
     squeue = subprocess.run(
         ["squeue", "-h", "-o", "%i %j %T %N %k"],
         env=dict(env),
@@ -274,17 +297,23 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
     if squeue.returncode != 0:
         problems.append(f"squeue failed: {squeue.stderr.strip()}")
     problems += [
-        f"job still in squeue: {line}" for line in squeue.stdout.splitlines() if " scrun:" in line
+        f"job still in squeue: {line}"
+        for line in squeue.stdout.splitlines()
+        if tagged_container([*line.split(maxsplit=4), ""][4].strip()) is not None
     ]
     problems += [f"scrun-anchor still running: {p}" for p in anchor_processes()]
     for root in spool_roots(env):
         if root.is_dir():
-            problems += [f"spool dir left: {d}" for d in sorted(root.iterdir()) if d.is_dir()]
+            problems += [
+                f"spool dir left: {d}"
+                for d in sorted(root.iterdir())
+                if d.is_dir() and not _spool_dir_of_other_checkout(d)
+            ]
     return problems
 
 
 def assert_no_leftovers(env: Mapping[str, str], timeout: float = 10.0) -> None:
-    """No job of scrun's (comment `scrun:<id>`) in squeue, no scrun-anchor process, no
+    """No job of scrun's (tagged with a container id) in squeue, no scrun-anchor process, no
     container directory in the default spool root. Polls up to `timeout` s: podman's
     cleanup (conmon's exit command) and Slurm's job completion run after podman returns."""
     deadline = time.monotonic() + timeout

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from helpers import wait_for
+from scrunlib.slurm import job_tag, tagged_container
 
 if TYPE_CHECKING:
     from conftest import Cluster, Docker
@@ -35,14 +36,15 @@ def scrun_docker(docker: Docker, *args: str, **kwargs: Any) -> subprocess.Comple
 
 
 def scrun_jobs(cluster: Cluster) -> dict[str, tuple[str, str]]:
-    """squeue's jobs of scrun's: container id (from the `scrun:<id>` comment) → (job, state)."""
+    """squeue's jobs of scrun's: container id (from the job tag comment) → (job, state)."""
     done = cluster.run(["squeue", "-h", "-o", "%i %T %k"], timeout=30)
     assert done.returncode == 0, done.stderr
     jobs = {}
     for line in done.stdout.splitlines():
         job_id, state, comment = [*line.split(maxsplit=2), "", ""][:3]
-        if comment.startswith("scrun:"):
-            jobs[comment.removeprefix("scrun:").strip()] = (job_id, state)
+        container_id = tagged_container(comment.strip())
+        if container_id is not None:
+            jobs[container_id] = (job_id, state)
     return jobs
 
 
@@ -116,7 +118,7 @@ def test_job_id_and_exit_code(
     assert job.returncode == 0, job.stderr
     container_id = cidfile.read_text().strip()
     assert re.fullmatch(r"[0-9a-f]{64}", container_id), container_id
-    assert f"Comment=scrun:{container_id}" in job.stdout, job.stdout
+    assert f"Comment={job_tag(container_id)}" in job.stdout, job.stdout
 
 
 def test_stdin_reaches_the_container(

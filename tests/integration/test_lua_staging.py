@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from helpers import wait_for
+from scrunlib.slurm import job_tag
 
 if TYPE_CHECKING:
     from conftest import Cluster, SiteRuntime
@@ -57,13 +58,13 @@ def read_cid(path: Path) -> str:
 
 def tagged_jobs(cluster: Cluster, container_id: str) -> dict[int, str]:
     """Job id → state of every job slurmctld still knows (MinJobAge) that scrun tagged
-    with `container_id` (salloc --comment=scrun:<id>)."""
+    with `container_id` (salloc --comment, scrunlib.slurm.job_tag)."""
     done = cluster.run(["scontrol", "-o", "show", "job"], timeout=30)
     assert done.returncode == 0, done.stderr
     jobs = {}
     for line in done.stdout.splitlines():
         fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
-        if fields.get("Comment") == f"scrun:{container_id}":
+        if fields.get("Comment") == job_tag(container_id):
             jobs[int(fields["JobId"])] = fields["JobState"]
     return jobs
 

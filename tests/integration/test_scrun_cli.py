@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from helpers import wait_for
+from scrunlib.slurm import job_tag
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -512,7 +513,7 @@ def test_delete_while_the_allocation_is_pending(cluster: Cluster, scrun: Scrun) 
         assert "cancelled" in (scrun.tmp / "io" / "pending.err").read_text()
         scrun.assert_root_empty()
         queue = cluster.run(["squeue", "-h", "-o", "%k"]).stdout
-        assert "scrun:pending" not in queue
+        assert job_tag("pending") not in queue.split()
     finally:
         cluster.run(["scancel", str(blocker_id)])
 

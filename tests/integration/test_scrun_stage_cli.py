@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from scrunlib.slurm import job_tag
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -85,7 +86,7 @@ def job_states(cluster: Cluster, container_id: str) -> dict[int, str]:
     assert done.returncode == 0 or "No jobs" in done.stdout + done.stderr, done.stderr
     found = {}
     for line in done.stdout.splitlines():
-        if f" Comment=scrun:{container_id} " in f" {line} ":
+        if f" Comment={job_tag(container_id)} " in f" {line} ":
             job = re.search(r"\bJobId=(\d+)", line)
             state = re.search(r"\bJobState=(\S+)", line)
             assert job and state, line
@@ -182,7 +183,14 @@ def test_both_in_an_existing_job(
     """--job-id: the job env comes from that job's record, the commands run in it, and
     scrun-stage leaves the job running (it is not its own)."""
     salloc = cluster.run(
-        ["salloc", "--no-shell", "-N2", "-J", "scrun-stage-cli", f"--comment=scrun:{container_id}"],
+        [
+            "salloc",
+            "--no-shell",
+            "-N2",
+            "-J",
+            "scrun-stage-cli",
+            f"--comment={job_tag(container_id)}",
+        ],
         timeout=60,
     )
     match = re.search(r"Granted job allocation (\d+)", salloc.stderr)

@@ -1,34 +1,24 @@
-"""SCRUN_* variables → Slurm options; the job and output environments (no cluster needed)."""
+"""SCRUN_* variables → Slurm options (no cluster needed)."""
 
-import os
 import re
-import subprocess
-import sys
-from datetime import datetime
-from pathlib import Path
 
 import pytest
 from scrunlib import job_options
-from scrunlib.errors import InvalidInput, SlurmError
+from scrunlib.errors import InvalidInput
 from scrunlib.job_options import (
     KINDS,
     VARIABLES,
     JobRequest,
     Target,
-    job_environment,
     job_request,
-    markdown_table,
     merge_environment,
-    output_variables,
     unknown_variables,
 )
-from scrunlib.slurm import parse_scontrol_record
 
 V2205 = (22, 5, 8)
 V2302 = (23, 2, 0)
 V2311 = (23, 11, 4)
 V2405 = (24, 5, 1)
-REPO = Path(__file__).resolve().parents[2]
 
 # scrun-env.md §2, upstream's order.
 UPSTREAM_ORDER = [
@@ -107,29 +97,6 @@ def test_every_option_exists_in_22_05_or_says_since_when():
 def test_kinds_listed_for_the_docs_are_exactly_the_kinds_in_use():
     assert set(KINDS) == {v.kind for v in VARIABLES}
     assert len(KINDS) == len(set(KINDS))
-
-
-def test_docs_are_generated_from_the_table():
-    doc = (REPO / "docs" / "scrun-variables.md").read_text()
-    assert doc == markdown_table(), "run: python -m scrunlib.job_options > docs/scrun-variables.md"
-
-
-def test_module_entry_prints_the_docs_and_imports_only_the_standard_library():
-    code = (
-        "import runpy, sys; runpy.run_module('scrunlib.job_options', run_name='__main__');"
-        "heavy = {'plumbum', 'loguru', 'lupa'} & set(sys.modules); assert not heavy, heavy"
-    )
-    source = {**os.environ, "PYTHONPATH": str(REPO / "shared")}  # this tree, not the venv's copy
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=source
-    )
-    assert out.stdout == markdown_table()
-
-
-def test_every_variable_is_a_row_of_the_docs():
-    doc = markdown_table()
-    for v in VARIABLES:
-        assert f"| `{v.name}` | `{v.option}` | {v.kind.name} |" in doc
 
 
 # --- values -----------------------------------------------------------------------------
@@ -469,182 +436,3 @@ def test_unknown_variables_get_suggestions():
         "SCRUN_TIME_LIMIT": ("SCRUN_TIMELIMIT",),
         "SCRUN_WHATEVER": (),
     }
-
-
-# --- output variables -------------------------------------------------------------------
-
-OUTPUT_ARGS = {
-    "oci_version": "1.0.2",
-    "container_id": "c1",
-    "anchor_pid": 4242,
-    "bundle": "/b",
-    "submission_bundle": "/b",
-    "annotations": {"org.opencontainers.image.title": "alpine", "io.podman.x": ""},
-    "pid_file": "/run/c1.pid",
-    "socket": "/run/user/1000/scrun/c1/anchor.sock",
-    "spool_dir": "/run/user/1000/scrun/c1",
-    "config_file": "/b/config.json",
-    "user": "alice",
-    "user_id": 1000,
-    "group": "alice",
-    "group_id": 1000,
-    "root": "/run/user/1000/scrun",
-    "rootfs_path": "/b/rootfs",
-    "log_file": "/tmp/log.json",
-    "log_format": "json",
-}
-
-
-def test_output_variables():
-    assert output_variables(**OUTPUT_ARGS) == {
-        "SCRUN_OCI_VERSION": "1.0.2",
-        "SCRUN_CONTAINER_ID": "c1",
-        "SCRUN_PID": "4242",
-        "SCRUN_BUNDLE": "/b",
-        "SCRUN_SUBMISSION_BUNDLE": "/b",
-        "SCRUN_ANNOTATION_org.opencontainers.image.title": "alpine",
-        "SCRUN_ANNOTATION_io.podman.x": "",
-        "SCRUN_PID_FILE": "/run/c1.pid",
-        "SCRUN_SOCKET": "/run/user/1000/scrun/c1/anchor.sock",
-        "SCRUN_SPOOL_DIR": "/run/user/1000/scrun/c1",
-        "SCRUN_SUBMISSION_CONFIG_FILE": "/b/config.json",
-        "SCRUN_USER": "alice",
-        "SCRUN_USER_ID": "1000",
-        "SCRUN_GROUP": "alice",
-        "SCRUN_GROUP_ID": "1000",
-        "SCRUN_ROOT": "/run/user/1000/scrun",
-        "SCRUN_ROOTFS_PATH": "/b/rootfs",
-        "SCRUN_SUBMISSION_ROOTFS_PATH": "/b/rootfs",
-        "SCRUN_LOG_FILE": "/tmp/log.json",
-        "SCRUN_LOG_FORMAT": "json",
-    }
-
-
-def test_output_variables_leave_out_what_upstream_leaves_out():
-    env = output_variables(
-        **{
-            **OUTPUT_ARGS,
-            "anchor_pid": 0,
-            "pid_file": None,
-            "submission_bundle": "",
-            "user": None,
-            "user_id": 1000,
-            "group": "nogroup",
-            "group_id": 65534,
-            "log_file": None,
-            "log_format": None,
-            "annotations": {"a=b": "x", "ok": "1\0", "fine": "y"},
-        }
-    )
-    assert env["SCRUN_PID_FILE"] == "" and env["SCRUN_SUBMISSION_BUNDLE"] == ""
-    assert env["SCRUN_USER_ID"] == "1000"
-    for name in ("SCRUN_PID", "SCRUN_USER", "SCRUN_GROUP", "SCRUN_GROUP_ID", "SCRUN_LOG_FILE",
-                 "SCRUN_LOG_FORMAT", "SCRUN_ANNOTATION_a=b", "SCRUN_ANNOTATION_ok"):  # fmt: skip
-        assert name not in env
-    assert env["SCRUN_ANNOTATION_fine"] == "y"
-    nobody = output_variables(**{**OUTPUT_ARGS, "user": "nobody", "user_id": 99})
-    assert "SCRUN_USER" not in nobody and "SCRUN_USER_ID" not in nobody
-
-
-def test_output_variable_names_are_known():
-    names = set(output_variables(**OUTPUT_ARGS)) - set(job_options.OUTPUT_VARIABLES)
-    assert all(name.startswith(job_options.ANNOTATION_PREFIX) for name in names)
-    assert unknown_variables(dict.fromkeys(output_variables(**OUTPUT_ARGS), "")) == {}
-
-
-# --- job environment from `scontrol -o show job` ----------------------------------------
-
-# Slurm 22.05 `scontrol -o show job` lines for a job from `salloc --no-shell`.
-ONE_NODE = (
-    "JobId=42 JobName=scrun UserId=alice(1000) GroupId=alice(1000) MCS_label=N/A "
-    "Priority=4294901757 Nice=0 Account=(null) QOS=normal JobState=RUNNING Reason=None "
-    "Dependency=(null) Requeue=1 Restarts=0 BatchFlag=0 Reboot=0 ExitCode=0:0 RunTime=00:00:03 "
-    "TimeLimit=00:02:00 TimeMin=N/A SubmitTime=2024-05-01T10:00:00 "
-    "EligibleTime=2024-05-01T10:00:00 AccrueTime=Unknown StartTime=2024-05-01T10:00:01 "
-    "EndTime=2024-05-01T10:02:01 Deadline=N/A SuspendTime=None SecsPreSuspend=0 "
-    "LastSchedEval=2024-05-01T10:00:01 Scheduler=Main Partition=debug AllocNode:Sid=login1:4242 "
-    "ReqNodeList=(null) ExcNodeList=(null) NodeList=node1 BatchHost=node1 NumNodes=1 NumCPUs=2 "
-    "NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=2,mem=500M,node=1,billing=2 "
-    "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* MinCPUsNode=1 MinMemoryNode=500M "
-    "MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 "
-    "Licenses=(null) Network=(null) Command=(null) WorkDir=/home/alice Comment=scrun:c1 Power="
-)
-THREE_NODES = (
-    "JobId=77 JobName=train UserId=bob(1001) GroupId=ml(2000) MCS_label=N/A Priority=1 Nice=0 "
-    "Account=physics QOS=high JobState=RUNNING Reason=None Dependency=(null) Requeue=1 "
-    "Restarts=0 BatchFlag=0 Reboot=0 ExitCode=0:0 RunTime=00:10:00 TimeLimit=UNLIMITED "
-    "TimeMin=N/A SubmitTime=2024-05-01T09:00:00 EligibleTime=2024-05-01T09:00:00 "
-    "AccrueTime=2024-05-01T09:00:00 StartTime=2024-05-01T09:00:05 EndTime=Unknown Deadline=N/A "
-    "SuspendTime=None SecsPreSuspend=0 LastSchedEval=2024-05-01T09:00:05 Scheduler=Backfill "
-    "Partition=gpu AllocNode:Sid=login1:77 ReqNodeList=(null) ExcNodeList=(null) "
-    "NodeList=node[1-3] BatchHost=node1 NumNodes=3 NumCPUs=12 NumTasks=3 CPUs/Task=4 "
-    "ReqB:S:C:T=0:0:*:* TRES=cpu=12,mem=12G,node=3,billing=12 Socks/Node=* "
-    "NtasksPerN:B:S:C=0:0:*:* CoreSpec=* MinCPUsNode=4 MinMemoryCPU=1G MinTmpDiskNode=0 "
-    "Features=(null) DelayBoot=00:00:00 Reservation=maint OverSubscribe=OK Contiguous=0 "
-    "Licenses=(null) Network=(null) Command=(null) WorkDir=/home/bob Comment=scrun:c2 Power="
-)
-PENDING = (
-    "JobId=90 JobName=scrun Account=(null) QOS=normal JobState=PENDING Reason=Resources "
-    "TimeLimit=00:05:00 StartTime=Unknown EndTime=Unknown Partition=debug NodeList=(null) "
-    "NumNodes=1-2 NumCPUs=1 NumTasks=N/A CPUs/Task=N/A MinMemoryNode=0"
-)
-
-
-def local_epoch(*fields):
-    return str(int(datetime(*fields).timestamp()))
-
-
-def test_job_environment_one_node():
-    env = job_environment(parse_scontrol_record(ONE_NODE), "linux", "login1")
-    assert env == {
-        "SLURM_JOB_ID": "42",
-        "SLURM_JOBID": "42",
-        "SLURM_JOB_NAME": "scrun",
-        "SLURM_JOB_NODELIST": "node1",
-        "SLURM_NODELIST": "node1",
-        "SLURM_JOB_NUM_NODES": "1",
-        "SLURM_NNODES": "1",
-        "SLURM_JOB_CPUS_PER_NODE": "2",
-        "SLURM_NTASKS": "1",
-        "SLURM_NPROCS": "1",
-        "SLURM_JOB_PARTITION": "debug",
-        "SLURM_JOB_QOS": "normal",
-        "SLURM_MEM_PER_NODE": "500",
-        "SLURM_CLUSTER_NAME": "linux",
-        "SLURM_SUBMIT_HOST": "login1",
-        "SLURM_JOB_START_TIME": local_epoch(2024, 5, 1, 10, 0, 1),
-        "SLURM_JOB_END_TIME": local_epoch(2024, 5, 1, 10, 2, 1),
-    }
-
-
-def test_job_environment_three_nodes():
-    env = job_environment(parse_scontrol_record(THREE_NODES), "linux", "login1")
-    assert env["SLURM_JOB_NODELIST"] == env["SLURM_NODELIST"] == "node[1-3]"
-    assert env["SLURM_JOB_NUM_NODES"] == env["SLURM_NNODES"] == "3"
-    assert env["SLURM_NTASKS"] == "3" and env["SLURM_CPUS_PER_TASK"] == "4"
-    assert env["SLURM_JOB_ACCOUNT"] == "physics" and env["SLURM_JOB_QOS"] == "high"
-    assert env["SLURM_JOB_RESERVATION"] == "maint"
-    assert env["SLURM_MEM_PER_CPU"] == "1024"
-    assert env["SLURM_JOB_START_TIME"] == local_epoch(2024, 5, 1, 9, 0, 5)
-    for absent in ("SLURM_JOB_CPUS_PER_NODE", "SLURM_JOB_END_TIME", "SLURM_MEM_PER_NODE"):
-        assert absent not in env
-
-
-def test_job_environment_leaves_out_unset_fields():
-    env = job_environment(parse_scontrol_record(PENDING), "", "login1")
-    assert env == {
-        "SLURM_JOB_ID": "90",
-        "SLURM_JOBID": "90",
-        "SLURM_JOB_NAME": "scrun",
-        "SLURM_JOB_PARTITION": "debug",
-        "SLURM_JOB_QOS": "normal",
-        "SLURM_JOB_NUM_NODES": "1",
-        "SLURM_NNODES": "1",
-        "SLURM_JOB_CPUS_PER_NODE": "1",
-        "SLURM_SUBMIT_HOST": "login1",
-    }
-
-
-def test_job_environment_needs_a_job_id():
-    with pytest.raises(SlurmError, match="no JobId"):
-        job_environment({"JobName": "x"}, "c", "h")

@@ -248,16 +248,16 @@ def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_job_env_from_the_job_record(
     capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path, fake_slurm: Path
 ) -> None:
-    """With a job record, the SLURM_* part is job_options.job_environment's (the anchor's)."""
+    """With a job record, the SLURM_* part is jobenv.slurm_variables's (the anchor's)."""
     import os
 
-    from scrunlib.job_options import job_environment
+    from scrunlib.jobenv import slurm_variables
     from scrunlib.slurm import parse_scontrol_record
 
     argv = args("in", bundle, slurm_conf, "--job-id", "123", "--script", str(ALLOCATOR_ONLY))
     report = json_report(capsys, argv)
     env = env_of(report)
-    expected = job_environment(parse_scontrol_record(RECORD), "unit", os.uname().nodename)
+    expected = slurm_variables(parse_scontrol_record(RECORD), "unit", os.uname().nodename)
     assert expected["SLURM_JOB_NODELIST"] == "node[1-2]"  # the record really was read
     assert {name: env.get(name) for name in expected} == expected
     assert env["SLURM_CONTAINER_ID"] == "stage1"  # srun 23.02 knows container ids

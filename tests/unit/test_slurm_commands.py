@@ -7,12 +7,14 @@ from scrunlib.slurm import (
     Slurm,
     StepCommand,
     cancel_argv,
+    job_tag,
     parse_granted_job_id,
     parse_scontrol_record,
     parse_version,
     remote_command_argv,
     salloc_argv,
     step_argv,
+    tagged_container,
 )
 
 V2205 = (22, 5, 8)
@@ -134,3 +136,26 @@ def test_version_is_cached_per_srun_binary(fp, slurm, tmp_path):
     (tmp_path / "srun").write_text("#!/bin/sh\n# upgraded\n")
     fp.register([f"{bindir}/srun", "--version"], stdout="slurm 23.02.1\n")
     assert Slurm(client.site, client.slurm_conf, version_cache=cache).version() == (23, 2, 1)
+
+
+def test_job_tag_round_trip():
+    assert job_tag("c1") == "scrun:c1"
+    assert tagged_container(job_tag("a:b")) == "a:b"
+    assert tagged_container("someone else's comment") is None
+    assert tagged_container("") is None
+
+
+def test_ending_our_own_allocation_cancels_the_job(fp, slurm):
+    client, bindir = slurm
+    fp.register([f"{bindir}/scancel", "--quiet", "7"])
+    client.end_container_job(7, existing_job=False, step_name="scrun")
+    assert [call[0] for call in fp.calls] == [f"{bindir}/scancel"]
+
+
+def test_ending_a_joined_job_cancels_only_our_steps(fp, slurm):
+    client, bindir = slurm
+    fp.register([f"{bindir}/squeue", fp.any()], stdout="9.0 other\n9.3 scrun-c1\n")
+    fp.register([f"{bindir}/scancel", "--quiet", "9.3"])
+    client.end_container_job(9, existing_job=True, step_name="scrun-c1")
+    assert fp.call_count([f"{bindir}/scancel", "--quiet", "9.3"]) == 1
+    assert fp.call_count([f"{bindir}/scancel", fp.any()]) == 1  # not the job, not step 0

@@ -22,12 +22,12 @@ import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 from scrunlib.errors import reason
+from scrunlib.lua.records import CommandKind
 from scrunlib.state import shell_exit_code
 
-CommandKind = Literal["allocator", "remote"]
 # Exit status reported when the command itself could not be started (a shell says the same).
 NOT_RUNNABLE = 127
 # After killing a timed-out command, how long to wait for its output pipe to close.
@@ -59,18 +59,6 @@ class CommandRunner(Protocol):
     ) -> tuple[int, str]:
         """`/bin/sh -c SCRIPT` as a step of `job_id` (one task per node)."""
         ...
-
-
-@dataclass
-class CommandRecord:
-    """One command a hook ran, as shown by scrun-stage and kept in the anchor's log."""
-
-    kind: CommandKind
-    script: str
-    status: int
-    output: str
-    seconds: float
-    timed_out: bool = False
 
 
 def command_env(job_env: Sequence[str]) -> dict[str, str]:

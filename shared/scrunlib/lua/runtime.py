@@ -1,20 +1,18 @@
 """scrun.lua in an embedded Lua 5.4 (lupa): the `slurm` table, loading, calling the hooks.
 
-Only this module imports lupa; scrunlib.lua.stage loads it on first use so that commands that
-never run Lua do not pay for it.
+Only this module and scrunlib.lua.convert import lupa; scrunlib.lua.stage loads them on first
+use so that commands that never run Lua do not pay for it.
 
 What a script can reach is plain Lua: every Python callback sits behind a Lua closure and
 answers `(true, results...)` or `(false, message)`, the closure raises the message at the
 script's own line, attribute access on any Python object is refused, and lupa's `python`
 module is removed. The script keeps the invoking user's rights and nothing more (it still has
-`io` and `os`, as upstream). Lua strings cross as bytes (`encoding=None`) because paths and
-command output need not be UTF-8; they are decoded with surrogateescape and re-encoded the
-same way, so odd bytes survive the round trip.
+`io` and `os`, as upstream). How values cross between Python and Lua (strings as bytes,
+numbers, JSON) is scrunlib.lua.convert.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -27,21 +25,24 @@ from lupa import lua54
 from scrunlib import log
 from scrunlib.errors import LuaError, reason
 from scrunlib.lua import api
-from scrunlib.lua.commands import (
-    CommandKind,
-    CommandRecord,
-    CommandRunner,
-    CommandTimeout,
-    command_env,
+from scrunlib.lua.commands import CommandRunner, CommandTimeout, command_env
+from scrunlib.lua.convert import (
+    JsonCodec,
+    Refused,
+    decode,
+    describe,
+    encode,
+    lua_integer,
+    lua_number_text,
+    lua_type,
+    to_number,
 )
-from scrunlib.lua.stage import LogRecord
+from scrunlib.lua.records import CommandKind, CommandRecord, LogRecord, StageResult
 from scrunlib.lua.timestr import INVALID, time_str2mins
 
-JSON_MAX_DEPTH = 16  # as Slurm's data_t conversion
 # How often (in Lua VM instructions) a running hook checks its deadline: often enough to stop a
 # runaway loop within milliseconds, rarely enough to cost nothing measurable.
 INSTRUCTIONS_PER_CHECK = 1_000_000
-_INT64 = range(-(2**63), 2**63)
 
 # Runs once per Lua state, before the script. Receives the Python callbacks and data, builds
 # the global `slurm` table, the `json`/`cjson` modules, and returns the helpers Python uses.
@@ -136,20 +137,6 @@ class Paths:
 
 
 @dataclass
-class HookOutcome:
-    """How one hook call went, in terms the stager turns into a StageResult."""
-
-    hook: str
-    ok: bool
-    status: int
-    message: str
-    commands: list[CommandRecord]
-    logs: list[LogRecord]
-    seconds: float
-    traceback: str = ""
-
-
-@dataclass
 class _Call:
     """State of the Lua code running right now (top-level chunk or one hook)."""
 
@@ -162,12 +149,13 @@ class _Call:
     logs: list[LogRecord] = field(default_factory=list)
 
 
-class _Refused(Exception):
-    """A slurm.* call the script got wrong: becomes a Lua error at the script's line."""
-
-
 class LuaScript:
-    """One loaded scrun.lua and its Lua state (globals persist from stage-in to stage-out)."""
+    """One loaded scrun.lua and its Lua state (globals persist from stage-in to stage-out).
+
+    `prepare`, when given, is called with the lupa runtime after the `slurm` table is built
+    and before the script's chunk runs: the place to change the script's environment (the
+    dry run of scrun-lua-check replaces io/os functions there).
+    """
 
     def __init__(
         self,
@@ -176,6 +164,7 @@ class LuaScript:
         runner: CommandRunner,
         cluster_name: str = "",
         timeout: float = 300.0,
+        prepare: Callable[[Any], None] | None = None,
     ) -> None:
         self.path = path
         self.runner = runner
@@ -200,12 +189,15 @@ class LuaScript:
                     "expired": self._expired,
                 }
             ),
-            self._table({name: _lua_integer(value) for name, value in api.CONSTANTS.items()}),
-            _encode(cluster_name),
+            self._table({name: lua_integer(value) for name, value in api.CONSTANTS.items()}),
+            encode(cluster_name),
             self._table(api.LOG_FUNCTION_LEVELS),
-            self._lua.table_from([_encode(name) for name in api.JSON_MODULES]),
+            self._lua.table_from([encode(name) for name in api.JSON_MODULES]),
             INSTRUCTIONS_PER_CHECK,
         )
+        self._json = JsonCodec(self._lua, self._marks)
+        if prepare is not None:
+            prepare(self._lua)
         self._load()
 
     # -- loading -------------------------------------------------------------------------
@@ -222,9 +214,9 @@ class LuaScript:
         if source.startswith(b"#"):
             # luaL_loadfile skips a `#!` line; load() does not. Keep the line count.
             source = source[source.find(b"\n") :] if b"\n" in source else b""
-        chunk, problem = self._compile(source, _encode("@" + self.path))
+        chunk, problem = self._compile(source, encode("@" + self.path))
         if chunk is None:
-            self._fail_load(self._full_path(_decode(problem)))
+            self._fail_load(self._full_path(decode(problem)))
         self._call.deadline = self._deadline()
         start = time.monotonic()
         ok, value, detail, _ = self._unpack(self._run(chunk))
@@ -232,9 +224,9 @@ class LuaScript:
         if not ok:
             self._fail_load(detail)
         if _chunk_status(value) != 0:
-            self._fail_load(f"the script returned {_describe(value)} (expected slurm.SUCCESS)")
+            self._fail_load(f"the script returned {describe(value)} (expected slurm.SUCCESS)")
         for hook in api.HOOKS:
-            kind = _type(self._lua.globals()[_encode(hook.name)])
+            kind = lua_type(self._lua.globals()[encode(hook.name)])
             if kind != "function":
                 what = "is not defined" if kind == "nil" else f"is a {kind}, not a function"
                 self._fail_load(f"required function {hook.name} {what}")
@@ -252,7 +244,7 @@ class LuaScript:
         *,
         job_env: Sequence[str],
         job_id: int,
-    ) -> HookOutcome:
+    ) -> StageResult:
         """Call `hook` with `args` (str, int, None, or a list of str → Lua array).
 
         Commands the hook runs get `job_env` (or this process's environment when it is
@@ -260,15 +252,15 @@ class LuaScript:
         """
         self._call = _Call(hook.name, command_env(job_env), job_id, self._deadline(), True)
         start = time.monotonic()
-        function = self._lua.globals()[_encode(hook.name)]
-        if _type(function) != "function":
+        function = self._lua.globals()[encode(hook.name)]
+        if lua_type(function) != "function":
             # Upstream: a hook the script removed after loading counts as success.
             return self._outcome(start, True, 0, f"{hook.name} is not defined: nothing to do")
         ok, value, detail, traceback = self._unpack(self._run(function, *map(self._to_lua, args)))
         if not ok:
             return self._outcome(start, False, -1, f"{hook.name} failed: {detail}", traceback)
         if isinstance(value, bool) or not isinstance(value, int | float):
-            message = f"{hook.name} returned {_describe(value)}, not a number: treated as success"
+            message = f"{hook.name} returned {describe(value)}, not a number: treated as success"
             log.verbose(f"lua: {message}")
             return self._outcome(start, True, 0, message)
         status = int(value) if math.isfinite(value) else -1
@@ -280,17 +272,19 @@ class LuaScript:
 
     def _outcome(
         self, start: float, ok: bool, status: int, message: str, traceback: str = ""
-    ) -> HookOutcome:
+    ) -> StageResult:
         call = self._call
-        return HookOutcome(
-            call.what,
-            ok,
-            status,
-            message,
-            call.commands,
-            call.logs,
-            time.monotonic() - start,
-            traceback,
+        return StageResult(
+            hook=call.what,
+            ok=ok,
+            status=status,
+            message=message,
+            bundle=self.paths.bundle,
+            root_path=self.paths.root_path,
+            commands=call.commands,
+            logs=call.logs,
+            seconds=time.monotonic() - start,
+            traceback=traceback,
         )
 
     def _unpack(self, result: Any) -> tuple[bool, Any, str, str]:
@@ -301,8 +295,8 @@ class LuaScript:
         original = error[b"error"]
         if isinstance(original, BaseException) and not isinstance(original, Exception):
             raise original  # Ctrl-C or SystemExit inside a callback: not the script's error
-        message = self._full_path(_decode(error[b"message"]))
-        traceback = self._full_path(_decode(error[b"traceback"]))
+        message = self._full_path(decode(error[b"message"]))
+        traceback = self._full_path(decode(error[b"traceback"]))
         log.debug(f"lua: {self._call.what}: {message}\n{traceback}")
         return False, None, message, traceback
 
@@ -319,13 +313,13 @@ class LuaScript:
 
     def _to_lua(self, value: object) -> Any:
         if isinstance(value, str):
-            return _encode(value)
+            return encode(value)
         if isinstance(value, list | tuple):
             return self._lua.table_from([self._to_lua(item) for item in value])
         return value
 
     def _table(self, mapping: Mapping[str, Any]) -> Any:
-        return self._lua.table_from({_encode(key): value for key, value in mapping.items()})
+        return self._lua.table_from({encode(key): value for key, value in mapping.items()})
 
     # -- the slurm.* callbacks -----------------------------------------------------------
 
@@ -347,18 +341,18 @@ class LuaScript:
     def _set_bundle_path(self, *args: Any) -> tuple[Any, ...]:
         self.paths.bundle = self._path_argument("set_bundle_path", args)
         orig = self.paths.orig_bundle
-        return (None if orig is None else _encode(orig),)
+        return (None if orig is None else encode(orig),)
 
     def _set_root_path(self, *args: Any) -> tuple[Any, ...]:
         self.paths.root_path = self._path_argument("set_root_path", args)
-        return (_encode(self.paths.orig_root_path),)
+        return (encode(self.paths.orig_root_path),)
 
     def _path_argument(self, name: str, args: Sequence[Any]) -> str:
         if not self._call.in_hook:
-            raise _Refused(f"slurm.{name} only works inside the stage functions")
+            raise Refused(f"slurm.{name} only works inside the stage functions")
         path = _string_argument(name, args)
         if not path:
-            raise _Refused(f"slurm.{name}: the path is empty")
+            raise Refused(f"slurm.{name}: the path is empty")
         return path
 
     def _allocator_command(self, *args: Any) -> tuple[Any, ...]:
@@ -373,7 +367,7 @@ class LuaScript:
         script = _string_argument("remote_command", args)
         job_id = self._call.job_id
         if job_id is None:
-            raise _Refused("slurm.remote_command needs the job: call it from the stage functions")
+            raise Refused("slurm.remote_command needs the job: call it from the stage functions")
         return self._command(
             "remote",
             script,
@@ -387,7 +381,7 @@ class LuaScript:
         call = self._call
         remaining = call.deadline - time.monotonic()
         if remaining <= 0:
-            raise _Refused(self._time_limit_message())
+            raise Refused(self._time_limit_message())
         start = time.monotonic()
         try:
             status, output = run(remaining)
@@ -395,96 +389,31 @@ class LuaScript:
             call.commands.append(
                 CommandRecord(kind, script, -1, exc.output, time.monotonic() - start, True)
             )
-            raise _Refused(f"slurm.{kind}_command {exc}: {script}") from None
+            raise Refused(f"slurm.{kind}_command {exc}: {script}") from None
         seconds = time.monotonic() - start
         call.commands.append(CommandRecord(kind, script, status, output, seconds))
         log.debug(f"lua: {kind}_command exited {status} after {seconds:.2f} s: {script}")
-        return status, _encode(output)
+        return status, encode(output)
 
     def _from_json(self, *args: Any) -> tuple[Any, ...]:
-        text = args[0] if args else None
-        if not isinstance(text, bytes):
-            raise _Refused(
-                f"Conversion from application/json failed: expected a string, got {_type(text)}"
-            )
-        try:
-            data = json.loads(_decode(text), parse_constant=_reject_constant)
-            return (self._json_to_lua(data),)
-        except (ValueError, RecursionError) as exc:
-            raise _Refused(f"Conversion from application/json failed: {exc}") from None
-
-    def _json_to_lua(self, data: Any) -> Any:
-        """Python JSON data → Lua values; null vanishes (nil), containers remember their kind
-        so that an empty object is written back as `{}`, not `[]`."""
-        if isinstance(data, dict):
-            table = self._lua.table()
-            for key, item in data.items():
-                if item is not None:
-                    table[_encode(key)] = self._json_to_lua(item)
-            self._marks[table] = b"object"
-            return table
-        if isinstance(data, list):
-            table = self._lua.table()
-            for index, item in enumerate(data, 1):
-                if item is not None:
-                    table[index] = self._json_to_lua(item)
-            self._marks[table] = b"array"
-            return table
-        if isinstance(data, str):
-            return _encode(data)
-        if isinstance(data, int) and not isinstance(data, bool):
-            return _lua_integer(data)
-        return data
+        return (self._json.from_json(args[0] if args else None),)
 
     def _to_json(self, *args: Any) -> tuple[Any, ...]:
-        try:
-            data = self._lua_to_json(args[0] if args else None, 0)
-        except _Refused as exc:
-            raise _Refused(f"Conversion to application/json failed: {exc}") from None
-        text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True)
-        return (_encode(text),)
-
-    def _lua_to_json(self, value: Any, depth: int) -> Any:
-        """Lua value → JSON data (spec §5): sequences 1..n become arrays, empty tables `[]`
-        unless they came from a JSON object. Integral floats are written as integers because
-        runc and crun reject `1000.0` where an integer id is expected."""
-        if value is None or isinstance(value, bool | int):
-            return value
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise _Refused(f"{value} has no JSON form")
-            return int(value) if value.is_integer() else value
-        if isinstance(value, bytes):
-            return _decode(value)
-        if lua54.lua_type(value) != "table":
-            raise _Refused(f"a {_type(value)} has no JSON form")
-        if depth >= JSON_MAX_DEPTH:
-            raise _Refused(f"tables nested deeper than {JSON_MAX_DEPTH}")
-        mark = self._marks[value]
-        if mark == b"null":
-            return None
-        items = dict(value.items())
-        if not items:
-            return {} if mark == b"object" else []
-        if all(isinstance(key, int) and not isinstance(key, bool) for key in items) and sorted(
-            items
-        ) == list(range(1, len(items) + 1)):
-            return [self._lua_to_json(items[index], depth + 1) for index in sorted(items)]
-        return {_json_key(key): self._lua_to_json(item, depth + 1) for key, item in items.items()}
+        return (self._json.to_json(args[0] if args else None),)
 
     # -- internal callbacks (not in the slurm table) -------------------------------------
 
     def _log(self, level: int, message: bytes) -> tuple[Any, ...]:
-        text = _decode(message)
+        text = decode(message)
         self._call.logs.append(LogRecord(level, text))
         log.log(level, f"lua: {text}")
         return ()
 
     def _log_at(self, level: Any, message: bytes) -> tuple[Any, ...]:
         """slurm.log(LEVEL, MSG): 0 info .. 5+ debug4; negative levels are not logged."""
-        number = _number(level) if isinstance(level, bytes) else level
+        number = to_number(level) if isinstance(level, bytes) else level
         if isinstance(number, bool) or not isinstance(number, int | float) or math.isnan(number):
-            raise _Refused(f"bad argument to 'slurm.log' (level expected, got {_type(level)})")
+            raise Refused(f"bad argument to 'slurm.log' (level expected, got {lua_type(level)})")
         if number < 0:
             return ()
         return self._log(min(int(number), api.LOG_LEVEL_MAX) + api.LOG_LEVEL_OFFSET, message)
@@ -492,20 +421,20 @@ class LuaScript:
     def _expired(self) -> bytes | None:
         if time.monotonic() < self._call.deadline:
             return None
-        return _encode(self._time_limit_message())
+        return encode(self._time_limit_message())
 
     def _time_limit_message(self) -> str:
         return f"{self._call.what} ran past its time limit of {self.timeout:g} s"
 
 
 def _guarded(function: Callable[..., tuple[Any, ...]]) -> Callable[..., tuple[Any, ...]]:
-    """Turn `_Refused` into the (false, message) answer the Lua wrappers raise from."""
+    """Turn `Refused` into the (false, message) answer the Lua wrappers raise from."""
 
     def guarded(*args: Any) -> tuple[Any, ...]:
         try:
             return (True, *function(*args))
-        except _Refused as exc:
-            return False, _encode(str(exc))
+        except Refused as exc:
+            return False, encode(str(exc))
 
     return guarded
 
@@ -516,7 +445,7 @@ def _time_str2mins(*args: Any) -> tuple[Any, ...]:
         return (INVALID,)
     try:
         return (time_str2mins(_string_argument("time_str2mins", args)),)
-    except _Refused:
+    except Refused:
         return (INVALID,)  # a table or a boolean is no time string either
 
 
@@ -524,19 +453,15 @@ def _string_argument(name: str, args: Sequence[Any]) -> str:
     """A string argument as Lua's luaL_checkstring sees it: numbers are converted."""
     value = args[0] if args else None
     if isinstance(value, bytes):
-        return _decode(value)
+        return decode(value)
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return _lua_number_text(value)
-    raise _Refused(f"bad argument #1 to 'slurm.{name}' (string expected, got {_type(value)})")
+        return lua_number_text(value)
+    raise Refused(f"bad argument #1 to 'slurm.{name}' (string expected, got {lua_type(value)})")
 
 
 def _refuse_attribute(obj: object, name: object, _is_setting: bool) -> object:
     """lupa's attribute filter: Lua never reads or writes attributes of Python objects."""
     raise AttributeError("Python attributes are not accessible from scrun.lua")
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def _reason(logs: Sequence[LogRecord]) -> str:
@@ -552,67 +477,7 @@ def _reason(logs: Sequence[LogRecord]) -> str:
 def _chunk_status(value: Any) -> float:
     """The numeric conversion upstream applies to the chunk's return value (lua_tonumber)."""
     if isinstance(value, bytes):
-        return _number(value) or 0
+        return to_number(value) or 0
     if isinstance(value, int | float) and not isinstance(value, bool):
         return value
     return 0
-
-
-def _number(text: bytes) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _json_key(key: Any) -> str:
-    if isinstance(key, bytes):
-        return _decode(key)
-    if isinstance(key, int | float) and not isinstance(key, bool):
-        return _lua_number_text(key)
-    raise _Refused(f"a table key of type {_type(key)} has no JSON form")
-
-
-def _lua_number_text(value: int | float) -> str:
-    """tostring() of a Lua number: `%.14g`, and floats keep a `.0`."""
-    if isinstance(value, int):
-        return str(value)
-    text = f"{value:.14g}"
-    return text + ".0" if text.lstrip("-").isdigit() else text
-
-
-def _lua_integer(value: int) -> int | float:
-    """Lua integers are 64-bit; larger constants (INFINITE64) become floats, as upstream."""
-    return value if value in _INT64 else float(value)
-
-
-def _type(value: Any) -> str:
-    """Lua's type() name of a value that came from Lua."""
-    if value is None:
-        return "nil"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, bytes):
-        return "string"
-    return str(lua54.lua_type(value) or "userdata")
-
-
-def _describe(value: Any) -> str:
-    """A returned value for a message: strings quoted, numbers as Lua prints them."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, bytes):
-        return json.dumps(_decode(value))
-    if isinstance(value, int | float):
-        return _lua_number_text(value)
-    return _type(value)
-
-
-def _encode(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
-
-
-def _decode(data: bytes) -> str:
-    return data.decode("utf-8", "surrogateescape")

@@ -19,17 +19,17 @@ example:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from scrunlib.lua import api
-from scrunlib.lua.commands import CommandRecord, CommandRunner, RecordingRunner, SubprocessRunner
+from scrunlib.lua.commands import CommandRunner, RecordingRunner, SubprocessRunner
+from scrunlib.lua.records import CommandRecord, LogRecord, StageContext, StageResult
 
 if TYPE_CHECKING:
     from scrunlib.lua.runtime import LuaScript
 
-# The runners are re-exported: a stage caller needs nothing else from this package.
+# The records and runners are re-exported: a stage caller needs nothing else from this package.
 __all__ = [
     "CommandRecord",
     "CommandRunner",
@@ -41,46 +41,6 @@ __all__ = [
     "SubprocessRunner",
     "find_script",
 ]
-
-
-@dataclass(frozen=True)
-class LogRecord:
-    """One line the script logged through slurm.log*: Slurm level (2 error .. 8 debug4)."""
-
-    level: int
-    message: str
-
-
-@dataclass(frozen=True)
-class StageContext:
-    """What the hooks are told about the container and its job."""
-
-    container_id: str
-    bundle: str  # bundle given to create (or the cwd it defaulted to)
-    spool_dir: str  # <root>/<id>/
-    config_file: str  # <bundle>/config.json, the original
-    job_id: int
-    user_id: int
-    group_id: int
-    job_env: Sequence[str]  # NAME=VALUE; also the environment of the script's commands
-    root_path: str  # original absolute rootfs path (config.json root.path made absolute)
-    orig_bundle: str | None = None  # --bundle as given; None when create defaulted to cwd
-
-
-@dataclass
-class StageResult:
-    """How a hook went. `bundle` / `root_path` are the paths after the hook (set_*_path)."""
-
-    hook: str
-    ok: bool
-    status: int
-    message: str
-    bundle: str
-    root_path: str
-    commands: list[CommandRecord] = field(default_factory=list)
-    logs: list[LogRecord] = field(default_factory=list)
-    seconds: float = 0.0
-    traceback: str = ""
 
 
 def find_script(slurm_conf_path: str) -> str:
@@ -104,13 +64,20 @@ class Stager:
         runner: CommandRunner,
         cluster_name: str = "",
         timeout: float = 300.0,
+        prepare: Callable[[Any], None] | None = None,
     ) -> Stager:
-        """Load and run the script once. Raises LuaError `unable to load <path>: ...`."""
+        """Load and run the script once. Raises LuaError `unable to load <path>: ...`.
+        `prepare` gets the Lua runtime before the script's chunk runs (see LuaScript)."""
         from scrunlib.lua.runtime import LuaScript
 
-        return cls(
-            LuaScript(script_path, runner=runner, cluster_name=cluster_name, timeout=timeout)
+        script = LuaScript(
+            script_path,
+            runner=runner,
+            cluster_name=cluster_name,
+            timeout=timeout,
+            prepare=prepare,
         )
+        return cls(script)
 
     @property
     def path(self) -> str:
@@ -174,17 +141,4 @@ class Stager:
         paths.orig_bundle, paths.orig_root_path = ctx.orig_bundle, ctx.root_path
 
     def _call(self, hook: api.Hook, args: Sequence[object], ctx: StageContext) -> StageResult:
-        outcome = self._script.call(hook, args, job_env=ctx.job_env, job_id=ctx.job_id)
-        paths = self._script.paths
-        return StageResult(
-            hook=hook.name,
-            ok=outcome.ok,
-            status=outcome.status,
-            message=outcome.message,
-            bundle=paths.bundle,
-            root_path=paths.root_path,
-            commands=outcome.commands,
-            logs=outcome.logs,
-            seconds=outcome.seconds,
-            traceback=outcome.traceback,
-        )
+        return self._script.call(hook, args, job_env=ctx.job_env, job_id=ctx.job_id)

@@ -31,7 +31,7 @@ from scrunlib import bundle as bundles
 from scrunlib import job_options, jobenv, log, protocol
 from scrunlib.errors import ScrunError, SlurmError, StateError, reason
 from scrunlib.siteconfig import SiteConfig
-from scrunlib.slurm import Slurm, StepCommand, step_argv
+from scrunlib.slurm import Slurm, StepCommand, cluster_name, step_argv
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status, process_start_time, shell_exit_code
 
@@ -177,7 +177,7 @@ class Anchor:
     ) -> dict[str, str]:
         """What scrun.lua's hooks, their commands and the container's srun run with."""
         return jobenv.container_job_env(
-            slurm_part=jobenv.slurm_part(record, self.slurm_conf),
+            slurm_part=jobenv.slurm_variables(record, cluster_name(self.slurm_conf)),
             bundle=self.bundle,
             submission_bundle=self.submission_bundle,
             spool=self.spool,
@@ -425,12 +425,15 @@ class Anchor:
             log.error(state.error)
 
     def _end_job(self) -> None:
-        """End a job we allocated (never one we joined); `delete` relies on job_ended."""
+        """End what is the container's in Slurm (the job we allocated, or our steps in a job
+        we joined); `delete` relies on job_ended."""
         state = self.state
-        if state.job_id is None or state.existing_job or state.job_ended:
+        if state.job_id is None or state.job_ended:
             return
         try:
-            self.slurm.cancel(state.job_id)
+            self.slurm.end_container_job(
+                state.job_id, existing_job=state.existing_job, step_name=state.step_name
+            )
             state.job_ended = True
         except SlurmError as exc:
             log.error(str(exc))

@@ -1,7 +1,7 @@
 """scrun-anchor: started by `scrun create`, one per container; not meant to be run by hand.
 
-It reports to `create` through --ready-fd: `created <pid>` once the container is created,
-or `error <message>` after it has undone everything. Its exit status is the container's.
+Its command line and its report to `create` (through --ready-fd) are scrunlib.launch's.
+Its exit status is the container's.
 """
 
 from __future__ import annotations
@@ -14,47 +14,13 @@ from typing import Any
 import scrunlib
 from scrunlib import log, siteconfig
 from scrunlib.errors import ScrunError, UsageError
+from scrunlib.launch import OPTIONS, ReadyPipe
 from scrunlib.log import ERROR, INFO, LogSettings
-from scrunlib.options import HelpRequested, Opt, one_id, parse, usage_text
+from scrunlib.options import HelpRequested, one_id, parse, usage_text
 from scrunlib.spool import Spool, validate_id
 
 from scrun_anchor.anchor import Anchor
 
-
-class ReadyPipe:
-    """The one-shot report to the waiting `scrun create`."""
-
-    def __init__(self, fd: int | None) -> None:
-        self.fd = fd
-
-    def send(self, message: str) -> None:
-        if self.fd is None:
-            return
-        try:
-            os.write(self.fd, message.encode() + b"\n")
-        except OSError:
-            pass  # create has gone away; nothing to tell
-        finally:
-            os.close(self.fd)
-            self.fd = None
-
-
-OPTIONS = (
-    Opt("root", value=True, help="the runtime root holding the spool directory"),
-    Opt("bundle", value=True, help="the bundle create was given"),
-    Opt("bundle-is-cwd", help="create was given no --bundle (its cwd is used)"),
-    Opt("config", value=True, help="crun's --config: this file instead of config.json"),
-    Opt("ready-fd", value=True, help="report `created <pid>` or `error <msg>` here"),
-    Opt("pid-file", value=True, help="write our pid here once created"),
-    Opt("console-socket", value=True, help="send the pty master here"),
-    Opt("slurm-conf", value=True, help="slurm.conf (scrun -f)"),
-    Opt("stderr-level", value=True, help="scrun's stderr level (for anchor.log)"),
-    Opt("syslog-level", value=True, help="syslog level"),
-    Opt("file-level", value=True, help="--log file level"),
-    Opt("log", value=True, help="the caller's --log file (used once created)"),
-    Opt("log-format", value=True, help="json or text"),
-    Opt("version", help="print the version and exit"),
-)
 USAGE = usage_text(
     "scrun-anchor --root DIR --bundle DIR [OPTIONS] CONTAINER-ID",
     "The per-container process behind `scrun create` (internal: started by scrun, one per\n"
@@ -117,9 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         anchor.create()
     except ScrunError as exc:
-        ready.send(f"error {exc.message}")
+        ready.error(exc.message)
         return 1
-    ready.send(f"created {os.getpid()}")
+    ready.created(os.getpid())
     settings.log_file = values.get("log")
     log.configure(settings)
     code = anchor.serve()

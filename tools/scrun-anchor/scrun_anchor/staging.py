@@ -61,17 +61,8 @@ class Staging:
         from scrunlib.lua.stage import StageContext
 
         assert state.job_id is not None
-        self.context = StageContext(
-            container_id=state.id,
-            bundle=bundle.path,
-            orig_bundle=submission_bundle,
-            spool_dir=spool.dir_for_scripts,
-            config_file=bundle.config_file,
-            root_path=bundle.rootfs,
-            job_id=state.job_id,
-            user_id=os.getuid(),
-            group_id=os.getgid(),
-            job_env=[f"{name}={value}" for name, value in job_env.items()],
+        self.context = StageContext.for_container(
+            bundle, spool, job_id=state.job_id, job_env=job_env, orig_bundle=submission_bundle
         )
         self.staged_in = True
         result = self.stager.stage_in(self.context)

@@ -19,9 +19,7 @@ from scrunlib import bundle as bundles
 from scrunlib import jobenv, log
 from scrunlib.errors import LuaError, ScrunError, UsageError
 from scrunlib.lua.stage import (
-    CommandRecord,
     CommandRunner,
-    LogRecord,
     RecordingRunner,
     StageContext,
     Stager,
@@ -31,7 +29,7 @@ from scrunlib.lua.stage import (
 from scrunlib.spool import Spool, validate_id
 
 from scrun_lua_check.jsondiff import Change, diff
-from scrun_lua_check.sandbox import FileSandbox, SandboxedScript, SideEffect
+from scrun_lua_check.sandbox import FileSandbox, SideEffect
 
 
 @dataclass(frozen=True)
@@ -56,29 +54,35 @@ class FileWrite:
 
 
 @dataclass
-class Phase:
-    """Loading the chunk, stage_in or stage_out."""
+class Phase(StageResult):
+    """Loading the chunk (`hook` "load"), stage_in or stage_out, and what the sandbox saw."""
 
-    name: str
-    ok: bool
-    message: str
-    status: int = 0
-    seconds: float = 0.0
-    bundle: str = ""
-    root_path: str = ""
-    commands: list[CommandRecord] = field(default_factory=list)
-    logs: list[LogRecord] = field(default_factory=list)
     effects: list[SideEffect] = field(default_factory=list)
     writes: list[FileWrite] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, result: StageResult) -> Phase:
+        return cls(**vars(result))
+
+    @property
+    def name(self) -> str:
+        return self.hook
+
+    @property
+    def details(self) -> str:
+        """The message, and the Lua traceback when there is one."""
+        return self.message + (f"\n{self.traceback}" if self.traceback else "")
+
     def as_dict(self) -> dict[str, object]:
         data = asdict(self)
+        del data["hook"], data["traceback"]
+        data["message"] = self.details
         data["writes"] = [write.as_dict() for write in self.writes]
         data["logs"] = [
             {"level": log.LEVEL_NAMES.get(r.level, str(r.level)), "message": r.message}
             for r in self.logs
         ]
-        return data
+        return {"name": self.name, **data}
 
 
 @dataclass
@@ -134,17 +138,8 @@ def stage_context(options: DryRunOptions, config: dict[str, object], root: str) 
         spool=container_spool,
         version=None,
     )
-    return StageContext(
-        container_id=options.container_id,
-        bundle=bundle.path,
-        spool_dir=container_spool.dir_for_scripts,
-        config_file=bundle.config_file,
-        job_id=options.job_id,
-        user_id=os.getuid(),
-        group_id=os.getgid(),
-        job_env=[f"{name}={value}" for name, value in job_env.items()],
-        root_path=bundle.rootfs,
-        orig_bundle=bundle.path,
+    return StageContext.for_container(
+        bundle, container_spool, job_id=options.job_id, job_env=job_env, orig_bundle=bundle.path
     )
 
 
@@ -161,37 +156,21 @@ def dry_run(script: str, options: DryRunOptions) -> DryRunReport:
         )
         report = DryRunReport(script, context, options.execute)
         try:
-            script_state = SandboxedScript(
+            stager = Stager.load(
                 script,
-                sandbox=sandbox,
                 runner=runner,
                 cluster_name=options.cluster_name,
                 timeout=options.timeout,
+                prepare=sandbox.install,
             )
         except LuaError as exc:
-            report.phases.append(finish(Phase("load", False, exc.message), sandbox, config))
+            report.phases.append(finish(Phase("load", False, 0, exc.message), sandbox, config))
             return report
-        stager = Stager(script_state)
-        load = Phase("load", True, "loaded", logs=stager.load_logs)
+        load = Phase("load", True, 0, "loaded", logs=stager.load_logs)
         report.phases.append(finish(load, sandbox, config))
         for hook in (stager.stage_in, stager.stage_out):
-            report.phases.append(finish(phase_of(hook(context)), sandbox, config))
+            report.phases.append(finish(Phase.of(hook(context)), sandbox, config))
     return report
-
-
-def phase_of(result: StageResult) -> Phase:
-    message = result.message + (f"\n{result.traceback}" if result.traceback else "")
-    return Phase(
-        result.hook,
-        result.ok,
-        message,
-        result.status,
-        result.seconds,
-        result.bundle,
-        result.root_path,
-        result.commands,
-        result.logs,
-    )
 
 
 def finish(phase: Phase, sandbox: FileSandbox, config: dict[str, object]) -> Phase:
@@ -236,7 +215,7 @@ def render_phase(phase: Phase, executed: bool, paths: tuple[str, str]) -> list[s
     else:
         lines = [f"{phase.name}: returned {phase.status} ({verdict}) in {phase.seconds:.3f} s"]
     if not phase.ok or not phase.message.endswith(("succeeded", "loaded")):
-        lines += [f"  {line}" for line in phase.message.splitlines()]
+        lines += [f"  {line}" for line in phase.details.splitlines()]
     lines += [f"  log {log.LEVEL_NAMES.get(r.level, r.level)}: {r.message}" for r in phase.logs]
     for command in phase.commands:
         outcome = "recorded" if not executed else f"exit {command.status}"

@@ -15,8 +15,6 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrunlib.lua.runtime import LuaScript
-
 # Receives the Python callbacks; replaces the io/os functions that touch the system.
 _SANDBOX_LUA = r"""
 local redirect, record, perform = ...
@@ -75,6 +73,8 @@ class FileSandbox:
     effects: list[SideEffect] = field(default_factory=list)  # this phase
 
     def install(self, lua: Any) -> None:
+        """Replace the io/os functions of `lua` (the script's runtime, before its chunk runs:
+        give it to Stager.load as `prepare`)."""
         lua.execute(_SANDBOX_LUA, self._redirect, self._record, self.scratch is None)
 
     def take(self) -> tuple[dict[str, bytes], list[SideEffect]]:
@@ -109,15 +109,3 @@ class FileSandbox:
     def _record(self, kind: bytes, detail: bytes | None) -> None:
         text = "" if detail is None else os.fsdecode(detail)
         self.effects.append(SideEffect(os.fsdecode(kind), text))
-
-
-class SandboxedScript(LuaScript):
-    """A LuaScript whose Lua state gets the sandbox before the chunk runs."""
-
-    def __init__(self, path: str, *, sandbox: FileSandbox, **options: Any) -> None:
-        self.sandbox = sandbox
-        super().__init__(path, **options)
-
-    def _load(self) -> None:
-        self.sandbox.install(self._lua)
-        super()._load()

@@ -29,7 +29,8 @@ from scrunlib.lua.stage import (
     SubprocessRunner,
     find_script,
 )
-from scrunlib.slurm import Slurm, SlurmVersion, cluster_name
+from scrunlib.slurm import Slurm, cluster_name
+from scrunlib.slurm_version import SlurmVersion
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOAD = 0, 1, 2, 3
 
@@ -215,22 +216,12 @@ def run(args: argparse.Namespace) -> Report:
         job_id = slurm.allocate("scrun-stage", container_id, args.salloc_arg)
     try:
         container_spool = spool.Spool(args.root or spool.default_root(os.environ), container_id)
-        spool_dir = container_spool.dir_for_scripts
         job_env, job_env_source = job_environment(bundle, container_spool, job_id, slurm)
-        ctx = StageContext(
-            container_id=container_id,
-            bundle=bundle.path,
-            spool_dir=spool_dir,
-            config_file=bundle.config_file,
-            job_id=job_id,
-            user_id=os.getuid(),
-            group_id=os.getgid(),
-            job_env=job_env,
-            root_path=bundle.rootfs,
-            orig_bundle=bundle.path,
+        ctx = StageContext.for_container(
+            bundle, container_spool, job_id=job_id, job_env=job_env, orig_bundle=bundle.path
         )
         logs = [_log_entry(record) for record in stager.load_logs]
-        report = Report(script, load_seconds, logs, job_id, job_env, job_env_source)
+        report = Report(script, load_seconds, logs, job_id, list(ctx.job_env), job_env_source)
         if args.command in ("in", "both"):
             report.stages.append(_stage_in(stager, ctx))
         if args.command in ("out", "both"):
@@ -293,14 +284,15 @@ def _existing_job(args: argparse.Namespace) -> int | None:
 
 def job_environment(
     bundle: bundles.Bundle, container_spool: spool.Spool, job_id: int, slurm: Slurm
-) -> tuple[list[str], str]:
+) -> tuple[dict[str, str], str]:
     """The job env the hooks and their commands see, built by the anchor's own code
     (scrunlib.jobenv), so it is exactly what the anchor would pass; nothing of this shell's
     environment. Without a job record (no cluster reachable, an unknown job) only
     SLURM_JOB_ID/SLURM_JOBID/SLURM_CLUSTER_NAME stand in for the record's variables.
-    Returns the env (`NAME=VALUE`) and where its SLURM_* part came from, for the report."""
+    Returns the env and where its SLURM_* part came from, for the report."""
     try:
-        slurm_part = jobenv.slurm_part(slurm.job_record(job_id), slurm.slurm_conf)
+        record = slurm.job_record(job_id)
+        slurm_part = jobenv.slurm_variables(record, cluster_name(slurm.slurm_conf))
         source = f"scontrol show job {job_id}"
     except ScrunError as exc:
         log.verbose(f"no job record for job {job_id}: {exc.message}")
@@ -320,7 +312,7 @@ def job_environment(
         spool=container_spool,
         version=version,
     )
-    return [f"{key}={value}" for key, value in env.items()], source
+    return env, source
 
 
 # -- reports -----------------------------------------------------------------------------

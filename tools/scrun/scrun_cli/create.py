@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from scrunlib import bundle as bundles
 from scrunlib.errors import InvalidInput, ScrunError
+from scrunlib.launch import Launch, read_report
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
@@ -112,27 +113,18 @@ def _launch_anchor(
     config_file: str | None,
 ) -> int:
     read_end, write_end = os.pipe()
-    argv = [
-        *anchor_command(),
-        "--root",
-        spool.root,
-        "--bundle",
-        bundle_path,
-        "--ready-fd",
-        str(write_end),
-        *ctx.log_settings.as_args(),
-    ]
-    if bundle_is_cwd:
-        argv.append("--bundle-is-cwd")
-    if config_file:
-        argv += ["--config", config_file]
-    if pid_file:
-        argv += ["--pid-file", pid_file]
-    if console_socket:
-        argv += ["--console-socket", os.path.abspath(console_socket)]
-    if ctx.slurm_conf_option:
-        argv += ["--slurm-conf", ctx.slurm_conf_option]
-    argv += ["--", spool.container_id]
+    argv = Launch(
+        root=spool.root,
+        bundle=bundle_path,
+        container_id=spool.container_id,
+        ready_fd=write_end,
+        log_args=ctx.log_settings.as_args(),
+        bundle_is_cwd=bundle_is_cwd,
+        config_file=config_file,
+        pid_file=pid_file,
+        console_socket=os.path.abspath(console_socket) if console_socket else None,
+        slurm_conf=ctx.slurm_conf_option,
+    ).argv(anchor_command())
     pid = os.fork()
     if pid == 0:  # the anchor: keeps our stdio, which is the container's
         try:
@@ -142,14 +134,12 @@ def _launch_anchor(
         finally:
             os._exit(127)
     os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        report = pipe.read().decode(errors="replace").strip()
-    verdict, _, detail = report.partition(" ")
-    if verdict == "created":
+    report = read_report(read_end)
+    if report.created:
         return pid
     _, status = os.waitpid(pid, 0)
-    if verdict == "error" and detail:
-        raise ScrunError(detail)
+    if report.error:
+        raise ScrunError(report.error)
     code = os.waitstatus_to_exitcode(status)
     raise ScrunError(f"the container's anchor failed before reporting (status {code})")
 

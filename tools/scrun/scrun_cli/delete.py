@@ -58,11 +58,9 @@ def release_leftovers(ctx: Context, state: ContainerState) -> None:
     from scrunlib.slurm import Slurm  # only on this fault path: plumbum is not cheap
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
-    if state.existing_job:
-        for step in slurm.step_ids(state.job_id, state.step_name):
-            slurm.cancel(state.job_id, step_id=step)
-    else:
-        slurm.cancel(state.job_id)
+    slurm.end_container_job(
+        state.job_id, existing_job=state.existing_job, step_name=state.step_name
+    )
     log.verbose(f"delete: ended job {state.job_id} left by a dead anchor")
 
 

@@ -1,0 +1,125 @@
+"""How `scrun create` starts the container's anchor and hears back from it: both sides of
+that contract live here.
+
+`scrun create` runs
+
+    scrun-anchor --root DIR --bundle DIR --ready-fd N LOG-OPTIONS [--bundle-is-cwd]
+                 [--config FILE] [--pid-file FILE] [--console-socket SOCKET]
+                 [--slurm-conf FILE] -- ID
+
+(LOG-OPTIONS: LogSettings.as_args, so the anchor logs exactly like its parent) and reads the
+ready fd until EOF. The anchor writes exactly one line there: `created <pid>` once the
+container is created, or `error <message>` after it has undone everything. No line at all
+means the anchor died before it could report.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scrunlib.options import Opt
+
+OPTIONS = (
+    Opt("root", value=True, help="the runtime root holding the spool directory"),
+    Opt("bundle", value=True, help="the bundle create was given"),
+    Opt("bundle-is-cwd", help="create was given no --bundle (its cwd is used)"),
+    Opt("config", value=True, help="crun's --config: this file instead of config.json"),
+    Opt("ready-fd", value=True, help="report `created <pid>` or `error <msg>` here"),
+    Opt("pid-file", value=True, help="write our pid here once created"),
+    Opt("console-socket", value=True, help="send the pty master here"),
+    Opt("slurm-conf", value=True, help="slurm.conf (scrun -f)"),
+    Opt("stderr-level", value=True, help="scrun's stderr level (for anchor.log)"),
+    Opt("syslog-level", value=True, help="syslog level"),
+    Opt("file-level", value=True, help="--log file level"),
+    Opt("log", value=True, help="the caller's --log file (used once created)"),
+    Opt("log-format", value=True, help="json or text"),
+    Opt("version", help="print the version and exit"),
+)
+
+CREATED = "created"
+ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What `scrun create` tells the anchor on its command line."""
+
+    root: str
+    bundle: str
+    container_id: str
+    ready_fd: int
+    log_args: Sequence[str]  # LogSettings.as_args()
+    bundle_is_cwd: bool = False
+    config_file: str | None = None  # absolute; None: the bundle's config.json
+    pid_file: str | None = None
+    console_socket: str | None = None
+    slurm_conf: str | None = None
+
+    def argv(self, command: Sequence[str]) -> list[str]:
+        """`command` (the anchor program) with the options OPTIONS parses."""
+        argv = [
+            *command,
+            "--root",
+            self.root,
+            "--bundle",
+            self.bundle,
+            "--ready-fd",
+            str(self.ready_fd),
+            *self.log_args,
+        ]
+        if self.bundle_is_cwd:
+            argv.append("--bundle-is-cwd")
+        if self.config_file:
+            argv += ["--config", self.config_file]
+        if self.pid_file:
+            argv += ["--pid-file", self.pid_file]
+        if self.console_socket:
+            argv += ["--console-socket", self.console_socket]
+        if self.slurm_conf:
+            argv += ["--slurm-conf", self.slurm_conf]
+        return [*argv, "--", self.container_id]
+
+
+class ReadyPipe:
+    """The anchor's side: its one report to the waiting `scrun create`."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+
+    def created(self, pid: int) -> None:
+        self._send(f"{CREATED} {pid}")
+
+    def error(self, message: str) -> None:
+        self._send(f"{ERROR} {message}")
+
+    def _send(self, line: str) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.write(self.fd, line.encode() + b"\n")
+        except OSError:
+            pass  # create has gone away; nothing to tell
+        finally:
+            os.close(self.fd)
+            self.fd = None
+
+
+@dataclass(frozen=True)
+class Report:
+    """`scrun create`'s side: what the anchor said. `created` False with an empty `error`:
+    the anchor said nothing (it died)."""
+
+    created: bool
+    error: str = ""
+
+
+def read_report(fd: int) -> Report:
+    """Read the ready pipe to EOF (the anchor closes it once it has reported or died)."""
+    with os.fdopen(fd, "rb") as pipe:
+        line = pipe.read().decode(errors="replace").strip()
+    verdict, _, detail = line.partition(" ")
+    if verdict == CREATED:
+        return Report(created=True)
+    return Report(created=False, error=detail if verdict == ERROR else "")

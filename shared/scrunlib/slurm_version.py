@@ -1,0 +1,40 @@
+"""Slurm release numbers: what the runtime checks options and flags against.
+
+Standard library only, so that the option table and the job environment can ask "is this
+Slurm new enough?" without loading the command layer (scrunlib.slurm, plumbum).
+"""
+
+from __future__ import annotations
+
+import re
+
+from scrunlib.errors import SlurmError
+
+SlurmVersion = tuple[int, int, int]
+# The first release whose srun has --container-id (and exports SLURM_CONTAINER_ID).
+CONTAINER_ID_SINCE: SlurmVersion = (23, 2, 0)
+
+
+def parse_version(text: str) -> SlurmVersion:
+    """`slurm 22.05.8` (srun --version) → (22, 5, 8)."""
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    if not match:
+        raise SlurmError(f"cannot tell the Slurm version from {text.strip()!r}")
+    major, minor, micro = (int(part) for part in match.groups())
+    return major, minor, micro
+
+
+def version_string(version: SlurmVersion) -> str:
+    """(22, 5, 8) → "22.05.8", the form srun --version prints (and the version cache holds)."""
+    major, minor, micro = version
+    return f"{major}.{minor:02d}.{micro}"
+
+
+def version_text(version: SlurmVersion) -> str:
+    """(23, 2, 0) → "23.02", (22, 5, 8) → "22.05.8": how Slurm names its releases."""
+    major, minor, micro = version
+    return f"{major}.{minor:02d}" + (f".{micro}" if micro else "")
+
+
+def supports_container_id(version: SlurmVersion) -> bool:
+    return version >= CONTAINER_ID_SINCE
