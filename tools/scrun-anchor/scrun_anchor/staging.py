@@ -6,15 +6,15 @@ compute nodes must see it, as with a shared filesystem or this machine's local c
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from scrunlib import log
 from scrunlib.bundle import Bundle
 from scrunlib.errors import LuaError
 from scrunlib.siteconfig import SiteConfig
-from scrunlib.slurm import Slurm, cluster_name
+from scrunlib.slurm import Slurm
 from scrunlib.spool import Spool
+from scrunlib.stageout import PendingStageOut, load_stager
 from scrunlib.state import ContainerState
 
 
@@ -22,6 +22,7 @@ class Staging:
     def __init__(self, slurm: Slurm, site: SiteConfig) -> None:
         self.slurm = slurm
         self.site = site
+        self.script = ""
         self.stager: Any = None
         self.context: Any = None
         self.staged_in = False
@@ -29,23 +30,10 @@ class Staging:
     def load_script(self) -> None:
         from scrunlib.lua.stage import find_script
 
-        path = find_script(self.slurm.slurm_conf)
-        if not os.path.exists(path):
-            log.verbose(f"no {path}: containers run without staging")
-            return
-        from scrunlib.lua.stage import Stager, SubprocessRunner
-
-        runner = SubprocessRunner(
-            srun=self.slurm.path("srun"),
-            slurm_conf=self.slurm.slurm_conf,
-            timeout=self.site.lua_timeout,
-        )
-        self.stager = Stager.load(
-            path,
-            runner=runner,
-            cluster_name=cluster_name(self.slurm.slurm_conf),
-            timeout=self.site.lua_timeout,
-        )
+        self.script = find_script(self.slurm.slurm_conf)
+        self.stager = load_stager(self.script, self.slurm.slurm_conf, self.site)
+        if self.stager is None:
+            log.verbose(f"no {self.script}: containers run without staging")
 
     def stage_in(
         self,
@@ -65,7 +53,11 @@ class Staging:
             bundle, spool, job_id=state.job_id, job_env=job_env, orig_bundle=submission_bundle
         )
         self.staged_in = True
+        self._pending(spool, self.context.bundle, self.context.root_path)
         result = self.stager.stage_in(self.context)
+        self._pending(
+            spool, result.bundle or self.context.bundle, result.root_path or self.context.root_path
+        )
         if not result.ok:
             raise LuaError(f"stage-in failed: {result.message}")
         return result.bundle, result.root_path
@@ -79,5 +71,18 @@ class Staging:
         except LuaError as exc:
             log.error(f"stage-out failed: {exc.message}")
             return
+        finally:
+            PendingStageOut.clear(spool)
         if not result.ok:
             log.error(f"stage-out failed: {result.message}")
+
+    def _pending(self, spool: Spool, bundle: str, root_path: str) -> None:
+        """Keep what `scrun delete` needs to stage out if we die before stage_out."""
+        assert self.context is not None
+        PendingStageOut(
+            self.context,
+            bundle=bundle,
+            root_path=root_path,
+            script=self.script,
+            slurm_conf=self.slurm.slurm_conf,
+        ).save(spool)
