@@ -22,9 +22,19 @@ PYTEST_ARGS ?=
 TEST_TIMEOUT ?= 20m
 # load the cluster's exports into a recipe line
 ENV := eval "$$($(REPO)/harness/env.sh $(CLUSTER_DIR))"
+# PLATFORM empty: this machine (Debian 12: Slurm 22.05, podman 4.3). PLATFORM=debian13:
+# Slurm 24.11 and podman 5.4 in a Debian 13 root (harness/debian13/); cluster-up,
+# cluster-down, demo and bench then run there, on its own cluster (other ports; both
+# clusters can run at once).
+PLATFORM ?=
+ifneq ($(filter-out debian13,$(PLATFORM)),)
+$(error PLATFORM=$(PLATFORM): leave it empty (this machine) or use debian13)
+endif
+# a make target inside the Debian 13 root (built or refreshed first)
+IN_DEBIAN13 := $(REPO)/harness/debian13/run.sh make --no-print-directory
 
 .PHONY: help venv deps cluster-up cluster-down docker-up docker-down env lint unit integration \
-	test demo bench
+	test demo bench test-debian13 shell-debian13
 
 help:
 	@echo "make deps          install the Debian packages (apt-get, only what is missing)"
@@ -40,6 +50,9 @@ help:
 	@echo "make test          everything above, from nothing (what CI runs)"
 	@echo "make demo          a container through the cluster"
 	@echo "make bench         bench/run.sh"
+	@echo "make test-debian13 make test inside the Debian 13 root (Slurm 24.11, podman 5.4)"
+	@echo "make shell-debian13  a shell in the Debian 13 root with its cluster's environment"
+	@echo "PLATFORM=debian13  cluster-up, cluster-down, demo, bench on the Debian 13 cluster"
 
 venv: $(STAMP)
 
@@ -52,6 +65,13 @@ $(STAMP): $(SOURCES)
 deps:
 	$(REPO)/harness/install-deps.sh
 
+ifeq ($(PLATFORM),debian13)
+cluster-up demo bench:
+	$(IN_DEBIAN13) venv $@
+
+cluster-down:
+	$(REPO)/harness/debian13/down.sh
+else
 cluster-up:
 	$(REPO)/harness/cluster-up.sh $(CLUSTER_DIR)
 
@@ -101,3 +121,13 @@ demo: deps venv cluster-up
 
 bench: venv cluster-up
 	@if [ -f bench/run.sh ]; then $(ENV); bash bench/run.sh; else echo "no bench/run.sh yet"; fi
+endif
+
+# The whole of `make test` inside the Debian 13 root (built when missing, ~1 min), on its
+# own cluster. Its daemons stay up, like `make test`'s; `make cluster-down PLATFORM=debian13`.
+test-debian13:
+	$(IN_DEBIAN13) test
+
+shell-debian13:
+	$(IN_DEBIAN13) venv cluster-up >/dev/null
+	$(REPO)/harness/debian13/run.sh bash -c 'eval "$$(harness/env.sh)" && exec bash -i'

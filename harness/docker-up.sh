@@ -159,11 +159,12 @@ if ! alive "$RUN/ourpid.dockerd" dockerd; then
   alive "$RUN/ourpid.dockerd" dockerd || { tail -20 "$LOG/dockerd.log" >&2; die "dockerd exited"; }
 fi
 docker_answers || die "dockerd (pid $(cat "$RUN/ourpid.dockerd")) not answering on $SOCK"
-runtimes="$("$DOCKER" info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}')"
-case " $runtimes " in
-  *" scrun "*) ;;
-  *) die "dockerd has no runtime scrun (runtimes: $runtimes)" ;;
-esac
+# shellcheck disable=SC2016  # a Go template, not shell
+runtimes() { "$DOCKER" info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}' 2>&1; }
+has_scrun() { case " $(runtimes) " in *" scrun "*) return 0 ;; *) return 1 ;; esac; }
+# dockerd 26 (Debian 13) answers once, then refuses connections for a moment while it
+# probes its runtimes (`<runtime> features`): poll.
+wait_for 20 has_scrun || die "dockerd has no runtime scrun (runtimes: $(runtimes))"
 
 # ------------------------------------------------------------------ busybox image
 # The same rootfs tarball podman-setup.sh imports (built here when podman was skipped).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# harness/install-deps.sh -- install the Debian 12 packages the harness and the tests need.
+# harness/install-deps.sh -- install the Debian packages (12 or 13) the harness and the tests need.
 # Quick no-op when everything is installed (one dpkg-query); `apt-get update` runs only
 # when something is missing. SKIP_APT=1: only report what is missing (exit 1 if anything).
 set -euo pipefail
@@ -13,6 +13,10 @@ PKGS=(
   rsync tmux hyperfine                         # staging, tty tests, benchmarks
   python3 python3-venv make                    # the project's venv and Makefile
 )
+
+# Debian 13 ships the docker client in its own package (Debian 12's docker.io has it).
+debian="$(sed -n 's/^VERSION_ID="\{0,1\}\([0-9]*\).*/\1/p' /etc/os-release 2>/dev/null)"
+if [ "${debian:-0}" -ge 13 ]; then PKGS+=(docker-cli); fi
 
 log() { echo "[deps] $*" >&2; }
 

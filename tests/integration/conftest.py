@@ -260,11 +260,19 @@ def _other_checkout(argv: list[str]) -> bool:
 
 
 def anchor_processes() -> list[str]:
-    """`pid: command line` of every scrun-anchor process of this checkout on the machine."""
+    """`pid: command line` of every scrun-anchor process of this checkout in this mount
+    namespace (the machine's; inside the Debian 13 root, the root's: the host's anchors are
+    not ours)."""
     found = []
+    own_namespace = os.readlink("/proc/self/ns/mnt")
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
+        try:
+            if os.readlink(proc / "ns" / "mnt") != own_namespace:
+                continue
+        except OSError:
+            continue  # gone meanwhile, or a kernel thread
         argv = _cmdline(proc.name)
         if argv and _is_anchor(argv) and not _other_checkout(argv):
             found.append(f"{proc.name}: {' '.join(argv)}")

@@ -23,6 +23,8 @@ from helpers import wait_for
 from scrunlib.slurm import job_tag
 
 if TYPE_CHECKING:
+    import subprocess
+
     from conftest import Cluster, SiteRuntime
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,6 +59,18 @@ def read_cid(path: Path) -> str:
     return cid
 
 
+def run_rm(
+    site: SiteRuntime, cidfile: Path, *args: str
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """`podman run ARGS` then `podman rm`, like `podman run --rm ARGS`, and the container's
+    id: podman 5 deletes the --cidfile together with a --rm container (4.3 keeps it)."""
+    done = site.podman("run", "--cidfile", str(cidfile), *args)
+    cid = read_cid(cidfile)
+    removed = site.podman("rm", "--force", cid)
+    assert removed.returncode == 0, removed.stderr
+    return done, cid
+
+
 def tagged_jobs(cluster: Cluster, container_id: str) -> dict[int, str]:
     """Job id → state of every job slurmctld still knows (MinJobAge) that scrun tagged
     with `container_id` (salloc --comment, scrunlib.slurm.job_tag)."""
@@ -78,12 +92,11 @@ def test_seed_script_runs_a_container(
 ) -> None:
     site = site_runtime(SEED_SCRIPT.read_text())
     cidfile = tmp_path / "cid"
-    done = site.podman("run", "--rm", "--cidfile", str(cidfile), IMAGE, "cat", "/etc/hostname")
+    done, cid = run_rm(site, cidfile, IMAGE, "cat", "/etc/hostname")
     assert done.returncode == 0, done.stderr
     # /etc/hostname is one of podman's bind mounts, which the seed script replaces by a copy
     # in the staged rootfs (the image has none); with netns=host it is this host's name.
     assert done.stdout.strip() == socket.gethostname(), done
-    cid = read_cid(cidfile)
     wait_for(f"scratch copy {SCRATCH / cid} removed", lambda: not (SCRATCH / cid).exists())
 
 
@@ -220,12 +233,11 @@ def test_stage_in_failure_fails_podman_run(
     stage_out_ran = tmp_path / "stage_out_ran"
     site = site_runtime(script + FAILING_STAGE_OUT % lua_string(str(stage_out_ran)))
     cidfile = tmp_path / "cid"
-    done = site.podman("run", "--rm", "--cidfile", str(cidfile), IMAGE, "true")
+    done, cid = run_rm(site, cidfile, IMAGE, "true")
     assert done.returncode != 0, done
     assert "Error: OCI runtime error" in done.stderr, done.stderr
     assert expected in done.stderr, done.stderr
     assert "stage-in failed" in done.stderr, done.stderr
-    cid = read_cid(cidfile)
     jobs = tagged_jobs(cluster, cid)
     assert len(jobs) == 1, jobs  # the job it allocated, ended (no_leftovers: not in squeue)
     assert stage_out_ran.read_text() == f"{cid} {next(iter(jobs))}"
@@ -319,11 +331,8 @@ def test_hooks_on_a_two_node_job(
     site, findings = probe_site(site_runtime, tmp_path)
     site.env["SCRUN_PROBE_NOT_IN_JOB_ENV"] = "leaked"
     cidfile = tmp_path / "cid"
-    done = site.podman(
-        "run", "--rm", "--cidfile", str(cidfile), "-e", "SCRUN_JOB_NUM_NODES=2", IMAGE, "true"
-    )
+    done, cid = run_rm(site, cidfile, "-e", "SCRUN_JOB_NUM_NODES=2", IMAGE, "true")
     assert done.returncode == 0, done.stderr
-    cid = read_cid(cidfile)
     stage_in = json.loads((findings / "stage_in").read_text())
     job_id = stage_in["job_id"]
 
@@ -378,9 +387,8 @@ def test_spool_dir_is_root_slash_id_slash(
     file name to it directly."""
     site, findings = probe_site(site_runtime, tmp_path)
     cidfile = tmp_path / "cid"
-    done = site.podman("run", "--rm", "--cidfile", str(cidfile), IMAGE, "true")
+    done, cid = run_rm(site, cidfile, IMAGE, "true")
     assert done.returncode == 0, done.stderr
-    cid = read_cid(cidfile)
     env = parse_env((findings / "allocator_env").read_text())
     stage_in = json.loads((findings / "stage_in").read_text())
     stage_out = json.loads((findings / "stage_out").read_text())

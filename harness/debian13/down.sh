@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# harness/debian13/down.sh -- stop the Debian 13 cluster of this clone (its private dockerd,
+# then its Slurm daemons: harness/docker-down.sh and cluster-down.sh inside the root, which
+# stop only the pids they recorded) and, when no process runs in the root any more, drops
+# the root's mount namespace (all of root.sh's mounts go with it). Keeps the root (the
+# cache) and the project's copy in it.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+if mountpoint -q "$NS" && [ -x "$R$REPO/harness/cluster-down.sh" ]; then
+  chroot13 harness/docker-down.sh "$CLUSTER13"
+  chroot13 harness/cluster-down.sh "$CLUSTER13"
+fi
+
+# Anything still running in the root (another clone's cluster, a shell in the root, or a
+# container step of ours that outlived its slurmd): keep the namespace, and say which.
+users=""
+for d in /proc/[0-9]*; do
+  pid="${d#/proc/}"
+  in_root "$pid" && users+=" $pid($(cat "$d/comm" 2>/dev/null))"
+done
+if [ -n "$users" ]; then
+  log13 "processes still run in $R, mounts kept:$users"
+  exit 0
+fi
+umount "$NS" 2>/dev/null && log13 "dropped the mount namespace of $R (its mounts went with it)"
+exit 0
