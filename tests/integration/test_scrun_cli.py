@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -83,6 +85,24 @@ def wait_job_gone(cluster: Cluster, job_id: int, timeout: float = 15.0) -> None:
         timeout,
         lambda: cluster.run(["squeue", "-j", str(job_id)]).stdout,
     )
+
+
+def read_terminal(fd: int, until: bytes | None, timeout: float) -> bytes:
+    """What a terminal shows, until `until` appears (None: until the other side closes)."""
+    output = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (until is None or until not in output):
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: every process on the other side has closed it
+            break
+        if not chunk:
+            break
+        output += chunk
+    return output
 
 
 def make_bundle(cluster: Cluster, directory: Path, args: list[str]) -> Path:
@@ -312,6 +332,36 @@ def test_create_with_crun_config(cluster: Cluster, scrun: Scrun) -> None:
     assert scrun("start", "created-alt").returncode == 0
     assert scrun.wait_status("created-alt", "stopped", STOP_TIMEOUT)["exitCode"] == 6
     assert scrun("delete", "created-alt").returncode == 0
+    scrun.assert_root_empty()
+
+
+def test_run_in_the_foreground_gives_the_container_the_callers_terminal(
+    cluster: Cluster, scrun: Scrun
+) -> None:
+    """process.terminal and no --console-socket: as with crun, the container's stdio is a
+    terminal (slurmstepd's pty for srun --pty, fed from ours); typed input reaches it."""
+    bundle = make_bundle(
+        cluster, scrun.tmp / "bundle", ["sh", "-c", "tty; read line; echo got $line; exit 7"]
+    )
+    config = json.loads((bundle / "config.json").read_text())
+    config["process"]["terminal"] = True
+    (bundle / "config.json").write_text(json.dumps(config))
+    scrun.ids.add("tty")
+    argv = [SCRUN, "--root", str(scrun.root), "run", "--bundle", str(bundle), "tty"]
+    pid, terminal = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.execve(argv[0], argv, cluster.env)
+    try:
+        output = read_terminal(terminal, until=b"/dev/pts/", timeout=60)
+        os.write(terminal, b"hello\r")
+        output += read_terminal(terminal, until=None, timeout=60)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(terminal)
+    text = output.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 7, text
+    assert re.search(r"^/dev/pts/[0-9]+\r$", text, re.MULTILINE), text
+    assert "got hello" in text, text
     scrun.assert_root_empty()
 
 

@@ -158,3 +158,27 @@ def test_config_option_names_the_missing_file(root, tmp_path, capsys):
     assert main(["create", "--bundle", str(bundle), "--config", "alt.json", "x"]) == 1
     assert f"bundle {bundle} has no alt.json" in one_error_line(capsys)
     assert not (root / "x").exists()
+
+
+def terminal_bundle(tmp_path):
+    bundle = tmp_path / "tty-bundle"
+    (bundle / "rootfs").mkdir(parents=True)
+    config = {"process": {"args": ["sh"], "terminal": True}, "root": {"path": "rootfs"}}
+    (bundle / "config.json").write_text(json.dumps(config))
+    return str(bundle)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["create"], "give --console-socket to receive the container's pty"),
+        (["run", "-d"], "give --console-socket to receive the container's pty"),
+        (["run"], "stdin is not a terminal and no --console-socket was given"),
+    ],
+)
+def test_a_terminal_without_console_socket(root, tmp_path, capsys, monkeypatch, argv, needle):
+    """Only `run` in the foreground may give the container the caller's terminal."""
+    monkeypatch.setattr("os.isatty", lambda fd: False)  # as under CI, also from a terminal
+    assert main([*argv, "--bundle", terminal_bundle(tmp_path), "tty"]) == 1
+    assert needle in one_error_line(capsys)
+    assert not (root / "tty").exists()

@@ -234,8 +234,11 @@ class Anchor:
             signal.signal(sig, self._on_stop_signal)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the loop
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        if self.bundle.terminal:
-            _detach_stdio()  # in terminal mode our stdio is the caller's, not the container's
+        if self.pty_slave is not None:
+            # The console socket's pty is the container's stdio; ours is the caller's. (With
+            # a terminal and no console socket, `scrun run` in the foreground: the caller's
+            # terminal is the container's, srun --pty takes it over.)
+            _detach_stdio()
         log.info(f"container {self.state.id} created in job {self.state.job_id}")
         selector = selectors.DefaultSelector()
         assert self.server is not None

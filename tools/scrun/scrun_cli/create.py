@@ -63,13 +63,25 @@ def create_container(
     pid_file: str | None,
     console_socket: str | None,
     config_file: str | None = None,
+    *,
+    foreground: bool = False,
 ) -> int:
     """Everything `create` does; returns the anchor's pid once the container is created.
-    `bundle_path` None means the current directory (scrun.lua is told it was not given)."""
+    `bundle_path` None means the current directory (scrun.lua is told it was not given).
+    `foreground`: `scrun run` waits for the container, so with a terminal and no console
+    socket the caller's terminal (stdin) becomes the container's, as crun does."""
     spool = ctx.spool(container_id)
     bundle = bundles.load(bundle_path or os.getcwd(), config_file)
-    if bundle.terminal and not console_socket and not os.isatty(0):
-        raise InvalidInput("process.terminal is true but no --console-socket was given")
+    if bundle.terminal and not console_socket:
+        if not foreground:
+            raise InvalidInput(
+                "process.terminal is true: give --console-socket to receive the container's pty"
+            )
+        if not os.isatty(0):
+            raise InvalidInput(
+                "process.terminal is true but stdin is not a terminal and no --console-socket "
+                "was given"
+            )
     if pid_file:
         pid_file = os.path.abspath(pid_file)
     spool.create()

@@ -28,7 +28,8 @@ OPTIONS = (
 USAGE = usage_text(
     "scrun run [OPTIONS] CONTAINER-ID",
     "Run a container in the foreground as a Slurm job and exit with its exit code.\n"
-    "Ctrl-C (SIGINT) or SIGTERM stops the container and its job.",
+    "Ctrl-C (SIGINT) or SIGTERM stops the container and its job. With process.terminal\n"
+    "and no --console-socket, the container gets this terminal (as crun does).",
     OPTIONS,
 )
 
@@ -52,6 +53,7 @@ def run(ctx: Context, argv: Sequence[str]) -> int:
         values.get("pid-file"),
         values.get("console-socket"),
         values.get("config"),
+        foreground=not values.get("detach"),
     )
     spool = ctx.spool(container_id)
     if values.get("detach"):
