@@ -16,6 +16,9 @@ Keys (all optional):
   bin_dir    = "/usr/bin"                 # where srun, salloc, scancel, squeue, scontrol are
   lua_timeout = 300                       # seconds a scrun.lua hook may run
   step_grace = 10                         # seconds between SIGTERM and SIGKILL for a stuck srun
+  exec_command = "crun ... exec %o %n.%u.%j.%s.%t"   # how `scrun exec` enters a container on
+                                          # its node (scrunlib.exec_process; default: from
+                                          # oci.conf's RunTimeQuery)
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class SiteConfig:
     bin_dir: str | None = None
     lua_timeout: float = 300.0
     step_grace: float = 10.0
+    exec_command: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
 
     def slurm_conf_path(self, option: str | None, environ: Mapping[str, str]) -> str:
@@ -89,6 +93,7 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         "bin_dir": str,
         "lua_timeout": (int, float),
         "step_grace": (int, float),
+        "exec_command": str,
     }
     for key, value in data.items():
         expected = known.get(key)
@@ -102,5 +107,6 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         bin_dir=data.get("bin_dir"),
         lua_timeout=float(data.get("lua_timeout", 300.0)),
         step_grace=float(data.get("step_grace", 10.0)),
+        exec_command=data.get("exec_command"),
         raw=dict(data),
     )

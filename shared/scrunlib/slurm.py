@@ -131,6 +131,16 @@ def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:
     return argv
 
 
+def exec_argv(srun: str, job_id: int, node: str, command: str, *, pty: bool) -> list[str]:
+    """`scrun exec`: one task on `node`, beside the container's step (--overlap), running
+    `command` (the node's OCI runtime entering the container) under /bin/sh."""
+    argv = [srun, "--jobid", str(job_id), "--job-name", "scrun-exec", "--quiet", "--overlap"]
+    argv += ["--nodes=1", "--ntasks=1", f"--nodelist={node}"]
+    if pty:
+        argv.append("--pty")
+    return [*argv, "--", "/bin/sh", "-c", command]
+
+
 def remote_command_argv(srun: str, job_id: int, script: str) -> list[str]:
     """`slurm.remote_command`: the script on every node of the job, one task each."""
     return [
@@ -314,3 +324,20 @@ class Slurm:
             if name == step_name and number.isdigit():
                 steps.append(int(number))
         return steps
+
+    def step_nodes(self, job_id: int, step_id: int) -> list[str]:
+        """The nodes of a running step, in order (its task 0 runs on the first)."""
+        code, out, err = self.run(
+            [self.path("squeue"), "-h", "-s", "-j", str(job_id), "-o", "%i %N"]
+        )
+        nodelist = ""
+        for line in out.splitlines() if code == 0 else []:
+            step, _, nodes = line.strip().partition(" ")
+            if step == f"{job_id}.{step_id}":
+                nodelist = nodes.strip()
+        if not nodelist:
+            raise SlurmError(f"step {job_id}.{step_id} is not running")
+        code, out, err = self.run([self.path("scontrol"), "show", "hostnames", nodelist])
+        if code != 0:
+            raise SlurmError(f"cannot expand node list {nodelist}: {last_line(err or out)}")
+        return out.split()

@@ -3,6 +3,8 @@ folder on sys.path, as it has no __init__.py)."""
 
 from __future__ import annotations
 
+import os
+import select
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,3 +29,21 @@ def wait_for(
             detail = f": {describe()}" if describe else ""
             pytest.fail(f"{what} not seen within {timeout:.0f}s{detail}")
         time.sleep(0.1)
+
+
+def read_terminal(fd: int, until: bytes | None, timeout: float) -> bytes:
+    """What a terminal shows, until `until` appears (None: until the other side closes)."""
+    output = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (until is None or until not in output):
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: every process on the other side has closed it
+            break
+        if not chunk:
+            break
+        output += chunk
+    return output

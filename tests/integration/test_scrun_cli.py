@@ -9,7 +9,6 @@ import json
 import os
 import pty
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from helpers import wait_for
+from helpers import read_terminal, wait_for
 from scrunlib.slurm import job_tag
 
 if TYPE_CHECKING:
@@ -85,24 +84,6 @@ def wait_job_gone(cluster: Cluster, job_id: int, timeout: float = 15.0) -> None:
         timeout,
         lambda: cluster.run(["squeue", "-j", str(job_id)]).stdout,
     )
-
-
-def read_terminal(fd: int, until: bytes | None, timeout: float) -> bytes:
-    """What a terminal shows, until `until` appears (None: until the other side closes)."""
-    output = b""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and (until is None or until not in output):
-        ready, _, _ = select.select([fd], [], [], 0.5)
-        if not ready:
-            continue
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:  # EIO: every process on the other side has closed it
-            break
-        if not chunk:
-            break
-        output += chunk
-    return output
 
 
 def make_bundle(cluster: Cluster, directory: Path, args: list[str]) -> Path:

@@ -94,7 +94,8 @@ def test_features_document(root, capsys):
     assert "poststop" in features["hooks"]
     assert features["linux"]["mountExtensions"]["idmap"]["enabled"] is False
     annotations = features["annotations"]
-    assert "exec" in annotations["io.scrun.unsupported-commands"].split(",")
+    assert "pause" in annotations["io.scrun.unsupported-commands"].split(",")
+    assert "exec" in annotations["io.scrun.commands"].split(",")
     assert "features" in annotations["io.scrun.commands"].split(",")
     assert all(isinstance(value, str) for value in annotations.values())
     assert "mountOptions" not in features  # the node's runtime's: unknown to scrun

@@ -15,21 +15,18 @@ create); every failure in create() undoes what was done before reporting.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import selectors
 import signal
 import socket
 import subprocess
-import termios
 import time
-import tty
 from types import FrameType
 from typing import Any
 
 from scrunlib import bundle as bundles
-from scrunlib import job_options, jobenv, log, protocol
-from scrunlib.errors import ScrunError, SlurmError, StateError, reason
+from scrunlib import job_options, jobenv, log, procio, protocol
+from scrunlib.errors import ScrunError, SlurmError, StateError
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm, StepCommand, cluster_name, step_argv
 from scrunlib.spool import Spool
@@ -188,33 +185,11 @@ class Anchor:
         )
 
     def _send_console(self) -> None:
-        """Hand the pty master to the caller's console socket: one byte + SCM_RIGHTS."""
-        master, slave = os.openpty()
-        # Raw: the terminal discipline that counts is the one of the pty slurmstepd makes for
-        # `srun --pty`; ours must pass bytes through untouched (no second echo, no CR/LF
-        # translation).
-        tty.setraw(slave)
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-                conn.settimeout(30)
-                conn.connect(self.console_socket or "")
-                socket.send_fds(conn, [b" "], [master])
-        except OSError as exc:
-            os.close(slave)
-            raise ScrunError(
-                f"cannot use console socket {self.console_socket}: {reason(exc)}"
-            ) from exc
-        finally:
-            os.close(master)
-        self.pty_slave = slave
+        self.pty_slave = procio.send_console(self.console_socket or "")
 
     def _write_pid_file(self) -> None:
-        if not self.pid_file:
-            return
-        temporary = f"{self.pid_file}.scrun-tmp"
-        with open(temporary, "w", encoding="ascii") as stream:
-            stream.write(str(os.getpid()))
-        os.replace(temporary, self.pid_file)
+        if self.pid_file:
+            procio.write_pid_file(self.pid_file, os.getpid())
 
     def _undo_create(self, cause: BaseException) -> None:
         """Leave nothing behind: no job, no socket, no staged bundle (create removes the
@@ -318,7 +293,7 @@ class Anchor:
             "PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
         }
         log.verbose(f"starting step: {' '.join(argv)}")
-        self.step = self.slurm.popen(argv, env, **self._step_stdio())
+        self.step = self.slurm.popen(argv, env, **procio.srun_stdio(self.pty_slave))
         if self.pty_slave is not None:
             os.close(self.pty_slave)
             self.pty_slave = None
@@ -326,22 +301,6 @@ class Anchor:
         state.step_start_time = process_start_time(self.step.pid)
         state.transition(Status.RUNNING)
         state.save(self.spool)
-
-    def _step_stdio(self) -> dict[str, Any]:
-        if self.pty_slave is None:
-            return {"stdin": 0, "stdout": 1, "stderr": 2}
-        slave = self.pty_slave
-
-        def controlling_tty() -> None:
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-        return {
-            "stdin": slave,
-            "stdout": slave,
-            "stderr": slave,
-            "start_new_session": True,
-            "preexec_fn": controlling_tty,
-        }
 
     def _kill(self, signum: int) -> None:
         state = self.state

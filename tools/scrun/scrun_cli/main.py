@@ -29,6 +29,7 @@ COMMANDS = {
     "start": "run the created container's process as a job step",
     "state": "print the container's OCI state as JSON",
     "kill": "send a signal to the container's processes",
+    "exec": "run another process in the running container (a step of its job)",
     "delete": "end the container's job and remove everything scrun kept for it",
     "run": "create, start and wait for a container; exit with its exit code",
     "list": "list the containers under the root, with their Slurm jobs and nodes",
@@ -36,9 +37,11 @@ COMMANDS = {
     "version": "print scrun's, the OCI spec's and Slurm's versions",
 }
 
+# commands whose module is named otherwise (so as not to shadow a Python builtin)
+MODULES = {"run": "run_cmd", "exec": "exec_cmd"}
+
 # runc/crun commands a client may try: a clear "no" instead of "unknown command".
 NOT_SUPPORTED = {
-    "exec": "a container is one Slurm job step; start another container instead",
     "pause": "Slurm job steps cannot be paused through scrun",
     "resume": "Slurm job steps cannot be paused through scrun",
     "ps": "the container's processes run on the compute nodes (see squeue -s)",
@@ -142,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ScrunError(f"scrun does not support {command!r}: {NOT_SUPPORTED[command]}")
         if command not in COMMANDS:
             raise UsageError(f"unknown command {rest[0]!r} (commands: {', '.join(COMMANDS)})")
-        module = importlib.import_module(f"scrun_cli.{command if command != 'run' else 'run_cmd'}")
+        module = importlib.import_module(f"scrun_cli.{MODULES.get(command, command)}")
         code: int = module.run(ctx, rest[1:])
         return code
     except HelpRequested as help_request:
