@@ -70,7 +70,9 @@ def test_every_api_function_and_constant_exists(tmp_path: Path) -> None:
     assert(slurm.SUCCESS == 0 and slurm.ERROR == -1 and slurm.FAILURE == -1)
     assert(slurm.NO_VAL == 4294967294 and math.type(slurm.NO_VAL) == "integer")
     assert(slurm.INFINITE64 > 1.8e19)  -- beyond Lua integers: a float, as upstream
-    assert(slurm.MAIL_JOB_TIME890 == 0x40)
+    assert(slurm.MAIL_JOB_TIME890 == 0x20 and slurm.MAIL_JOB_TIME80 == 0x40)
+    assert(slurm.MAIL_JOB_TIME90 == nil)  -- Slurm's Lua spells it TIME890
+    assert(slurm.GRES_DISABLE_BIND == 1 << 19 and slurm.SPREAD_JOB == 1 << 8)
     assert(slurm.CLUSTER_NAME == "testcluster")
     return slurm.SUCCESS
     """
@@ -186,6 +188,36 @@ def test_to_json_rules(tmp_path: Path) -> None:
     for _ = 1, 20 do node.next = {}; node = node.next end
     ok, err = pcall(slurm.to_json, deep)
     assert(not ok and err:find("nested deeper than 16", 1, true), err)
+    return 0
+    """
+    assert_ok(stage_in(tmp_path, body))
+
+
+def test_slurm_error_codes_are_constants_and_fail_a_hook(tmp_path: Path) -> None:
+    body = """
+    assert(slurm.SLURM_SUCCESS == 0 and slurm.SLURM_ERROR == -1)
+    assert(slurm.ESLURM_INVALID_PARTITION_NAME == 2000)
+    assert(slurm.ESLURM_CONTAINER_NOT_CONFIGURED == 10000)
+    return slurm.ESLURM_INVALID_JOB_ID
+    """
+    result = stage_in(tmp_path, body)
+    assert not result.ok and result.status == 2017
+
+
+def test_yaml_round_trip_and_errors(tmp_path: Path) -> None:
+    body = r"""
+    local v = slurm.from_yaml("root:\n  path: rootfs\nargs: [sh, -c]\nwhen: 2024-01-02\n"
+      .. "n: 3\nempty: {}\n")
+    assert(v.root.path == "rootfs" and v.args[2] == "-c" and v.when == "2024-01-02")
+    assert(math.type(v.n) == "integer")
+    local text = slurm.to_yaml(v)
+    assert(text:find("  path: rootfs", 1, true), text)
+    assert(text:find("empty: {}", 1, true), text)
+    assert(slurm.from_yaml(text).root.path == "rootfs")
+    local ok, err = pcall(slurm.from_yaml, "a: [unclosed")
+    assert(not ok and err:find("Conversion from application/yaml failed", 1, true), err)
+    ok, err = pcall(slurm.to_yaml, {f = print})
+    assert(not ok and err:find("Conversion to application/yaml failed", 1, true), err)
     return 0
     """
     assert_ok(stage_in(tmp_path, body))

@@ -69,10 +69,13 @@ FUNCTIONS: dict[str, Function] = {
         Function("time_str2mins", 1, 1, 1),
         Function("from_json", 1, 1, 1),
         Function("to_json", 1, 1, 1),
+        Function("from_yaml", 1, 1, 1),
+        Function("to_yaml", 1, 1, 1),
     )
 }
 
-# Numeric constants of the `slurm` table (Slurm's values).
+# Numeric constants of the `slurm` table (Slurm's names and values; `MAIL_JOB_TIME890` is how
+# Slurm spells the 90% mail flag). Slurm's error codes are in all_constants().
 CONSTANTS: dict[str, int] = {
     "SUCCESS": 0,
     "ERROR": -1,
@@ -83,8 +86,6 @@ CONSTANTS: dict[str, int] = {
     "NO_VAL64": 0xFFFFFFFFFFFFFFFE,
     "NO_VAL16": 0xFFFE,
     "NO_VAL8": 0xFE,
-    "INFINITE16": 0xFFFF,
-    "INFINITE8": 0xFF,
     "MEM_PER_CPU": 0x8000000000000000,
     "NICE_OFFSET": 0x80000000,
     "SHARED_FORCE": 0x8000,
@@ -99,19 +100,29 @@ CONSTANTS: dict[str, int] = {
     "MAIL_JOB_FAIL": 0x0004,
     "MAIL_JOB_REQUEUE": 0x0008,
     "MAIL_JOB_TIME100": 0x0010,
-    "MAIL_JOB_TIME90": 0x0020,
-    "MAIL_JOB_TIME890": 0x0040,
+    "MAIL_JOB_TIME890": 0x0020,
+    "MAIL_JOB_TIME80": 0x0040,
     "MAIL_JOB_TIME50": 0x0080,
     "MAIL_JOB_STAGE_OUT": 0x0100,
-    "MAIL_ARRAY_TASKS": 0x0200,
     "MAIL_INVALID_DEPEND": 0x0400,
-    "KILL_INV_DEP": 0x00000200,
-    "NO_KILL_INV_DEP": 0x00000400,
-    "SPREAD_JOB": 0x00000001,
-    "USE_MIN_NODES": 0x00000002,
-    "GRES_ENFORCE_BIND": 0x0001,
-    "GRES_DISABLE_BIND": 0x0002,
+    # bits of a job's flags
+    "KILL_INV_DEP": 1 << 0,
+    "NO_KILL_INV_DEP": 1 << 1,
+    "GRES_ENFORCE_BIND": 1 << 4,
+    "SPREAD_JOB": 1 << 8,
+    "USE_MIN_NODES": 1 << 9,
+    "GRES_DISABLE_BIND": 1 << 19,
 }
+
+
+def all_constants() -> dict[str, int]:
+    """CONSTANTS and Slurm's error codes (`SLURM_*`, `ESLURM_*`, ...). The error table is
+    loaded on first use, so that an anchor without a scrun.lua never reads it."""
+    from scrunlib.lua.errcodes import ERROR_CODES
+
+    return {**ERROR_CODES, **CONSTANTS}
+
+
 # String constants, filled in at run time (ClusterName from slurm.conf).
 STRING_CONSTANTS = ("CLUSTER_NAME",)
 

@@ -1,5 +1,6 @@
 """Values between Python and the embedded Lua (lupa with `encoding=None`): text, numbers, and
-the JSON conversion behind `slurm.from_json` / `slurm.to_json`.
+the conversion behind `slurm.from_json` / `slurm.to_json` (and their YAML twins, which
+convert the same data to and from YAML text).
 
 Lua strings cross as bytes because paths and command output need not be UTF-8; they are
 decoded with surrogateescape and re-encoded the same way, so odd bytes survive the round trip.
@@ -9,9 +10,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from lupa import lua54
+
+from scrunlib.lua import yamlconv
 
 JSON_MAX_DEPTH = 16  # as Slurm's data_t conversion
 _INT64 = range(-(2**63), 2**63)
@@ -22,7 +26,7 @@ class Refused(Exception):
 
 
 class JsonCodec:
-    """JSON text ↔ Lua tables of one Lua state. `marks` is the state's weak table that
+    """JSON (and YAML) text ↔ Lua tables of one Lua state. `marks` is the state's weak table that
     remembers whether a table came from a JSON object or array (and which table is
     json.null), so that an emptied object is written back as `{}`, not `[]`."""
 
@@ -31,22 +35,33 @@ class JsonCodec:
         self._marks = marks
 
     def from_json(self, text: Any) -> Any:
-        if not isinstance(text, bytes):
-            raise Refused(
-                f"Conversion from application/json failed: expected a string, got {lua_type(text)}"
-            )
-        try:
-            data = json.loads(decode(text), parse_constant=_reject_constant)
-            return self._json_to_lua(data)
-        except (ValueError, RecursionError) as exc:
-            raise Refused(f"Conversion from application/json failed: {exc}") from None
+        return self._from_text(text, "json", _parse_json)
 
     def to_json(self, value: Any) -> bytes:
+        return self._to_text(value, "json", _dump_json)
+
+    def from_yaml(self, text: Any) -> Any:
+        """As from_json, for YAML text (slurm.from_yaml): the same tables come out."""
+        return self._from_text(text, "yaml", yamlconv.loads)
+
+    def to_yaml(self, value: Any) -> bytes:
+        return self._to_text(value, "yaml", yamlconv.dumps)
+
+    def _from_text(self, text: Any, kind: str, parse: Callable[[str], Any]) -> Any:
+        failed = f"Conversion from application/{kind} failed"
+        if not isinstance(text, bytes):
+            raise Refused(f"{failed}: expected a string, got {lua_type(text)}")
+        try:
+            return self._json_to_lua(parse(decode(text)))
+        except (ValueError, RecursionError) as exc:
+            raise Refused(f"{failed}: {exc}") from None
+
+    def _to_text(self, value: Any, kind: str, dump: Callable[[Any], str]) -> bytes:
         try:
             data = self._lua_to_json(value, 0)
         except Refused as exc:
-            raise Refused(f"Conversion to application/json failed: {exc}") from None
-        return encode(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True))
+            raise Refused(f"Conversion to application/{kind} failed: {exc}") from None
+        return encode(dump(data))
 
     def _json_to_lua(self, data: Any) -> Any:
         """Python JSON data → Lua values; null vanishes (nil), containers remember their kind
@@ -98,6 +113,14 @@ class JsonCodec:
         ) == list(range(1, len(items) + 1)):
             return [self._lua_to_json(items[index], depth + 1) for index in sorted(items)]
         return {_json_key(key): self._lua_to_json(item, depth + 1) for key, item in items.items()}
+
+
+def _parse_json(text: str) -> Any:
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def _dump_json(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True)
 
 
 def _reject_constant(name: str) -> object:

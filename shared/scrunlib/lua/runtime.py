@@ -189,7 +189,7 @@ class LuaScript:
                     "expired": self._expired,
                 }
             ),
-            self._table({name: lua_integer(value) for name, value in api.CONSTANTS.items()}),
+            self._table({name: lua_integer(value) for name, value in api.all_constants().items()}),
             encode(cluster_name),
             self._table(api.LOG_FUNCTION_LEVELS),
             self._lua.table_from([encode(name) for name in api.JSON_MODULES]),
@@ -335,6 +335,8 @@ class LuaScript:
                 "time_str2mins": _time_str2mins,
                 "from_json": self._from_json,
                 "to_json": self._to_json,
+                "from_yaml": self._from_yaml,
+                "to_yaml": self._to_yaml,
             }.items()
         }
 
@@ -400,6 +402,12 @@ class LuaScript:
 
     def _to_json(self, *args: Any) -> tuple[Any, ...]:
         return (self._json.to_json(args[0] if args else None),)
+
+    def _from_yaml(self, *args: Any) -> tuple[Any, ...]:
+        return (self._json.from_yaml(args[0] if args else None),)
+
+    def _to_yaml(self, *args: Any) -> tuple[Any, ...]:
+        return (self._json.to_yaml(args[0] if args else None),)
 
     # -- internal callbacks (not in the slurm table) -------------------------------------
 

@@ -18,6 +18,7 @@ CODES: dict[str, str] = {
     "W212": "unused argument (hook parameters excepted)",
     "W213": "unused loop variable",
     "W231": "local variable is set but never accessed",
+    "W311": "value assigned to a local variable is unused",
     "W411": "redefining a local variable in the same scope",
     "W421": "shadowing a local variable of an enclosing scope",
     "W431": "shadowing an upvalue (a local of an enclosing function)",
@@ -39,10 +40,13 @@ CODES: dict[str, str] = {
     "W802": "exit status of a command is never read",
     "W803": "value spliced unquoted into a shell command",
     "W804": "set_root_path without a root.path update in the written config (heuristic)",
+    "W805": "result of a helper that returns nil or false when it fails is ignored",
+    "W806": "field indexed without the nil check the script makes elsewhere",
     "E901": "required module cannot be loaded",
     "W902": "command run at the top level of the script",
     "E903": "os.exit called",
     "W904": "print used (its output goes to the caller or into the container)",
+    "W905": "os.execute of a printing command (its output goes to the caller or the container)",
 }
 
 

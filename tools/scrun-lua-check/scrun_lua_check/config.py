@@ -2,19 +2,22 @@
 
 Looked up in the current directory when `--config` is not given: `scrun-lua-check.toml`
 first, then `pyproject.toml` (used only when it has the table). Keys: `ignore` (list of
-codes or code prefixes) and `strict` (bool). Unknown keys and codes are errors, so a typo in
-CI configuration does not silently switch a check off.
+codes or code prefixes), `strict` (bool) and `answers` (the dry run's answers to commands, a
+list of tables with `command`, a regular expression, and `status` and `output`). Unknown keys
+and codes are errors, so a typo in CI configuration does not silently switch a check off.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from scrunlib.errors import UsageError
 
+from scrun_lua_check.answers import Answer
 from scrun_lua_check.codes import CODES
 
 TABLE = "scrun-lua-check"
@@ -25,6 +28,7 @@ DEFAULT_FILES = ("scrun-lua-check.toml", "pyproject.toml")
 class Settings:
     ignore: frozenset[str] = frozenset()
     strict: bool = False
+    answers: tuple[Answer, ...] = ()
 
 
 def parse_codes(values: Iterable[str], source: str) -> frozenset[str]:
@@ -54,7 +58,7 @@ def load_settings(path: str | None, directory: str = ".") -> Settings:
     table = _table(path)
     if table is None:
         return Settings()
-    unknown = sorted(set(table) - {"ignore", "strict"})
+    unknown = sorted(set(table) - {"ignore", "strict", "answers"})
     if unknown:
         raise UsageError(f"{path}: unknown key {unknown[0]!r} in [tool.{TABLE}]")
     ignore, strict = table.get("ignore", []), table.get("strict", False)
@@ -62,7 +66,40 @@ def load_settings(path: str | None, directory: str = ".") -> Settings:
         raise UsageError(f"{path}: [tool.{TABLE}] ignore must be a list of codes")
     if not isinstance(strict, bool):
         raise UsageError(f"{path}: [tool.{TABLE}] strict must be true or false")
-    return Settings(parse_codes(ignore, path), strict)
+    return Settings(
+        parse_codes(ignore, path), strict, parse_answers(table.get("answers", []), path)
+    )
+
+
+def parse_answers(entries: object, path: str) -> tuple[Answer, ...]:
+    """`[[tool.scrun-lua-check.answers]]` tables: command (regex), status, output."""
+    where = f"{path}: [[tool.{TABLE}.answers]]"
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+        raise UsageError(f"{where} must be a list of tables")
+    answers: list[Answer] = []
+    for entry in entries:
+        unknown = sorted(set(entry) - {"command", "status", "output"})
+        if unknown:
+            raise UsageError(f"{where}: unknown key {unknown[0]!r}")
+        command, status, output = (
+            entry.get("command"),
+            entry.get("status", 0),
+            entry.get("output", ""),
+        )
+        if not isinstance(command, str):
+            raise UsageError(f"{where}: command must be a regular expression (a string)")
+        if not isinstance(status, int) or isinstance(status, bool) or not 0 <= status <= 255:
+            raise UsageError(f"{where}: status must be an exit status (0 to 255)")
+        if not isinstance(output, str):
+            raise UsageError(f"{where}: output must be a string")
+        try:
+            pattern = re.compile(command)
+        except re.error as exc:
+            raise UsageError(
+                f"{where}: command {command!r} is not a regular expression: {exc}"
+            ) from None
+        answers.append(Answer(pattern, status, output))
+    return tuple(answers)
 
 
 def _table(path: str) -> dict[str, object] | None:

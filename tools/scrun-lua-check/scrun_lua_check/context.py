@@ -10,13 +10,18 @@ import difflib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from scrunlib.lua import api
 
 from scrun_lua_check import nodes as n
+from scrun_lua_check.flow import ValueFlow, value_flow
 from scrun_lua_check.luaenv import LuaEnv
 from scrun_lua_check.report import Diagnostic
-from scrun_lua_check.scope import ScopeInfo
+from scrun_lua_check.scope import ScopeInfo, Variable
+
+if TYPE_CHECKING:
+    from scrun_lua_check.wrappers import CommandUse
 
 HOOK_NAMES = frozenset(hook.name for hook in api.HOOKS)
 # Calls that run a shell command: the slurm ones wait for the command; all of them block.
@@ -32,8 +37,9 @@ BINARY_KINDS = {
     **dict.fromkeys(("==", "~=", "<", ">", "<=", ">="), "boolean"),
     "..": "string",
 }
+SLURM_CONSTANTS = api.all_constants()
 SLURM_FIELD_KINDS = {
-    **dict.fromkeys(api.CONSTANTS, "number"),
+    **dict.fromkeys(SLURM_CONSTANTS, "number"),
     **dict.fromkeys(api.STRING_CONSTANTS, "string"),
     **dict.fromkeys(api.FUNCTIONS, "function"),
 }
@@ -108,6 +114,25 @@ class Context:
             return f"slurm.{slurm_name}"
         library = self.library_call(node)
         return f"{library[0]}.{library[1]}" if library in SHELL_CALLS else None
+
+    @cached_property
+    def flow(self) -> ValueFlow:
+        """Which values assigned to locals may be read (scrun_lua_check.flow)."""
+        functions = [node for node in self.all_nodes if isinstance(node, n.Function)]
+        return value_flow(self.chunk, self.scopes, functions)
+
+    @cached_property
+    def command_uses(self) -> list[CommandUse]:
+        """Every call that runs a shell command, directly or through a wrapper."""
+        from scrun_lua_check.wrappers import command_uses
+
+        return command_uses(self)
+
+    def assigned_variable(self, target: n.Node) -> Variable | None:
+        """The local variable an assignment target (LocalName or Name) stores into."""
+        if isinstance(target, n.LocalName):
+            return self.scopes.declared.get(target)
+        return self.scopes.variable(target)
 
     @cached_property
     def definitions(self) -> list[Definition]:

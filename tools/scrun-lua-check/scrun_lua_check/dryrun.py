@@ -2,16 +2,18 @@
 
 It uses scrun's own Lua runtime (scrunlib.lua), so the `slurm` table, argument types and
 return handling are exactly what the anchor would see. Commands go to a RecordingRunner
-(success, no output) unless --execute; file writes, os.execute, io.popen, os.remove and
-os.rename go through the sandbox. The bundle's config.json is only read; every file the
-script writes that holds JSON is compared with it, which shows the config changes whether
-the script writes the new config.json next to the old one, on scratch, or over it.
+that answers them as a node would (scrun_lua_check.answers) unless --execute; file writes,
+os.execute, io.popen, os.remove and os.rename go through the sandbox. The bundle's
+config.json is only read; every file the script writes that holds JSON is compared with it,
+which shows the config changes whether the script writes the new config.json next to the old
+one, on scratch, or over it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 
@@ -28,6 +30,7 @@ from scrunlib.lua.stage import (
 )
 from scrunlib.spool import Spool, validate_id
 
+from scrun_lua_check.answers import Answer, NodeAnswers
 from scrun_lua_check.jsondiff import Change, diff
 from scrun_lua_check.sandbox import FileSandbox, SideEffect
 
@@ -40,6 +43,7 @@ class DryRunOptions:
     cluster_name: str = ""
     timeout: float = 60.0
     execute: bool = False
+    answers: tuple[Answer, ...] = ()  # configured answers to commands (without --execute)
 
 
 @dataclass
@@ -59,6 +63,7 @@ class Phase(StageResult):
 
     effects: list[SideEffect] = field(default_factory=list)
     writes: list[FileWrite] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # suspicious things seen, not failures
 
     @classmethod
     def of(cls, result: StageResult) -> Phase:
@@ -152,7 +157,9 @@ def dry_run(script: str, options: DryRunOptions) -> DryRunReport:
         os.makedirs(context.spool_dir)
         sandbox = FileSandbox(None if options.execute else os.path.join(temp, "files"))
         runner: CommandRunner = (
-            SubprocessRunner(timeout=options.timeout) if options.execute else RecordingRunner()
+            SubprocessRunner(timeout=options.timeout)
+            if options.execute
+            else RecordingRunner(NodeAnswers(options.answers, context.user_id))
         )
         report = DryRunReport(script, context, options.execute)
         try:
@@ -183,7 +190,33 @@ def finish(phase: Phase, sandbox: FileSandbox, config: dict[str, object]) -> Pha
             document = None
         changes = diff(config, document) if isinstance(document, dict) else None
         phase.writes.append(FileWrite(path, len(data), changes))
+    shown: list[str] = []
+    for path in sorted(set(empty_component_paths(phase)), key=len):
+        if not any(path.startswith(f"{prefix}/") for prefix in shown):
+            shown.append(path)  # one note for a directory and the paths below it
+    phase.notes = [f"path with an empty component (an empty value spliced in?): {p}" for p in shown]
     return phase
+
+
+# An absolute path in a text (not the `//` of `scheme://`): up to a space, quote or operator.
+PATH_IN_TEXT = re.compile(r"(?<![\w:/.~-])/[^\s'\"`;&|<>()$]*")
+
+
+def empty_component_paths(phase: Phase) -> list[str]:
+    """Paths with `//` in them that the phase used: `/home//containers` is what a script
+    makes of an empty user name."""
+    texts = [phase.bundle, phase.root_path]
+    texts += [command.script for command in phase.commands]
+    texts += [effect.detail for effect in phase.effects]
+    for write in phase.writes:
+        texts.append(write.path)
+        texts += [c.new for c in write.changes or [] if isinstance(c.new, str)]
+    return [
+        path.rstrip("/")
+        for text in texts
+        for path in PATH_IN_TEXT.findall(text)
+        if "//" in path.rstrip("/")
+    ]
 
 
 def render_dry_run(report: DryRunReport) -> str:
@@ -224,6 +257,7 @@ def render_phase(phase: Phase, executed: bool, paths: tuple[str, str]) -> list[s
         )
         lines += [f"    | {line}" for line in command.output.splitlines()]
     lines += [f"  {effect.kind}: {effect.detail}" for effect in phase.effects]
+    lines += [f"  note: {note}" for note in phase.notes]
     if phase.name != "load":
         for label, before, after in zip(
             ("bundle", "root path"), paths, (phase.bundle, phase.root_path), strict=True

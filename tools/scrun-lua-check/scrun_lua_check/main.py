@@ -35,7 +35,8 @@ exit status: 0 clean, 1 warnings only, 2 errors (or the check could not run);
 --strict turns warnings into errors. Silence one line with a comment on it:
   -- scrun-lua-check: ignore W803
 Settings: [tool.scrun-lua-check] in ./scrun-lua-check.toml or ./pyproject.toml
-(ignore = ["W212"], strict = true). Codes: --list-codes."""
+(ignore = ["W212"], strict = true, [[tool.scrun-lua-check.answers]] for the
+dry run's answers to commands). Codes: --list-codes."""
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -135,7 +136,13 @@ def run(argv: Sequence[str]) -> int:
     from scrun_lua_check.dryrun import DryRunOptions, dry_run, render_dry_run
 
     options = DryRunOptions(
-        args.bundle, args.id, args.job_id, args.cluster_name, args.timeout, args.execute
+        args.bundle,
+        args.id,
+        args.job_id,
+        args.cluster_name,
+        args.timeout,
+        args.execute,
+        settings.answers,
     )
     report = dry_run(files[0], options)
     emit(args.format, diagnostics, report.as_dict())

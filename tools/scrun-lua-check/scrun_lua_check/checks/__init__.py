@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scrun_lua_check.checks.commands import check_command_results
+from scrun_lua_check.checks.failures import check_ignored_failures, check_nil_checks
 from scrun_lua_check.checks.hooks import check_hooks
 from scrun_lua_check.checks.modules import check_requires
 from scrun_lua_check.checks.returns import check_chunk_return, check_hook_returns
@@ -17,6 +18,7 @@ from scrun_lua_check.checks.variables import (
     check_library_fields,
     check_shadowing,
     check_unused,
+    check_unused_values,
 )
 from scrun_lua_check.context import Context
 
@@ -24,6 +26,7 @@ CHECKS: tuple[Callable[[Context], None], ...] = (
     check_globals,
     check_library_fields,
     check_unused,
+    check_unused_values,
     check_shadowing,
     check_hooks,
     check_hook_returns,
@@ -31,6 +34,8 @@ CHECKS: tuple[Callable[[Context], None], ...] = (
     check_slurm_uses,
     check_command_results,
     check_shell_splices,
+    check_ignored_failures,
+    check_nil_checks,
     check_root_path,
     check_requires,
     check_placement,

@@ -7,10 +7,8 @@ result decides whether the script loads at all: non-zero is fatal for `scrun cre
 
 from __future__ import annotations
 
-from scrunlib.lua import api
-
 from scrun_lua_check import nodes as n
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import SLURM_CONSTANTS, Context
 
 
 def terminates(ctx: Context, block: n.Block) -> bool:
@@ -78,7 +76,7 @@ def constant_number(ctx: Context, node: n.Node) -> int | float | None:
         inner = constant_number(ctx, node.operand)
         return None if inner is None else -inner
     name = ctx.scopes.global_index(node, "slurm")
-    return api.CONSTANTS.get(name) if name is not None else None
+    return SLURM_CONSTANTS.get(name) if name is not None else None
 
 
 def check_hook_returns(ctx: Context) -> None:
@@ -107,10 +105,19 @@ def check_hook_returns(ctx: Context) -> None:
             )
 
 
+def always_runs(node: n.Node) -> bool:
+    """Whether a statement of the main chunk runs whenever the chunk runs to it: it is not
+    inside an `if`, a loop or a function (only `do` blocks may enclose it)."""
+    parent = node.parent
+    while isinstance(parent, (n.Block, n.Do)):
+        parent = parent.parent
+    return isinstance(parent, n.Chunk)
+
+
 def check_chunk_return(ctx: Context) -> None:
-    returns = [
-        node for node in ctx.all_nodes if isinstance(node, n.Return) and node.function is None
-    ]
+    """A return that always runs decides whether the script loads; a conditional one is the
+    script refusing to load on purpose (its own setup failed) and is left alone."""
+    returns = [node for node in ctx.all_nodes if isinstance(node, n.Return) and always_runs(node)]
     for node in returns:
         if not node.values or ctx.value_kind(node.values[0]) == "nil":
             continue

@@ -9,9 +9,9 @@ are not reported again as undefined (the W111 on the assignment already points a
 from __future__ import annotations
 
 from scrun_lua_check import nodes as n
+from scrun_lua_check.checks.commands import status_targets
 from scrun_lua_check.context import (
     HOOK_NAMES,
-    SLURM_COMMANDS,
     Context,
     closest,
     did_you_mean,
@@ -78,8 +78,46 @@ def check_unused(ctx: Context) -> None:
             ctx.report(variable.decl, "W211", f"unused {what}")
 
 
+def check_unused_values(ctx: Context) -> None:
+    """luacheck's W311: a value stored in a local that no path reads before it is overwritten
+    or goes out of scope. Variables never read at all are W211/W231; command statuses W802."""
+    skip = status_targets(ctx)
+    for target in ctx.flow.assigned - ctx.flow.used:
+        variable = ctx.assigned_variable(target)
+        if variable is None or target in skip or not variable.reads:
+            continue
+        if variable.name.startswith("_") or variable.attrib == "close":
+            continue
+        command = output_of(ctx, target)
+        what = (
+            f"the OUTPUT of {command} stored in '{variable.name}' is never read afterwards"
+            " (the command's messages are lost; log them when it fails)"
+            if command is not None
+            else f"value assigned to {variable.kind.value} '{variable.name}' is unused"
+            " (overwritten or never read afterwards)"
+        )
+        ctx.report(target, "W311", what)
+
+
+def output_of(ctx: Context, target: n.Node) -> str | None:
+    """The command (as named in messages) whose OUTPUT, its second result, `target` receives."""
+    statement = target.parent
+    if isinstance(statement, n.Local):
+        targets: list[n.Node] = list(statement.names)
+    elif isinstance(statement, n.Assign):
+        targets = statement.targets
+    else:
+        return None
+    values = statement.values
+    position = next(i for i, t in enumerate(targets) if t is target)
+    if not values or position != len(values):
+        return None  # not the result right after the last value's first one
+    return next((use.name for use in ctx.command_uses if use.call is values[-1]), None)
+
+
 def holds_command_status(ctx: Context, variable: Variable) -> bool:
-    return any(ctx.slurm_function(value) in SLURM_COMMANDS for value in variable.values)
+    status_calls = {use.call for use in ctx.command_uses if use.status}
+    return any(value in status_calls for value in variable.values)
 
 
 def check_shadowing(ctx: Context) -> None:
