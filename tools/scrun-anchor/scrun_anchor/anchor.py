@@ -1,13 +1,14 @@
 """The anchor: holds one container's Slurm job from `create` to the container's end.
 
-create():  validate SCRUN_* → allocate (or join SLURM_JOB_ID) → job environment →
-           scrun.lua stage-in → a bundle slurmd can run (its program found in the
+create():  validate SCRUN_* → allocate (salloc holds the job; or join SLURM_JOB_ID) →
+           job environment → scrun.lua stage-in → a bundle slurmd can run (its program found in the
            rootfs) → `created`, pid file written.
 serve():   answer `start` (launch the srun step) and `kill`; notice the step's end, a
            SIGTERM/SIGINT (what `scrun delete` sends), or the job's end; then stop().
 stop():    end the step (scancel, then SIGTERM → SIGKILL to a stuck srun), record the exit
-           code, stage-out, end the job (new allocations only), remove the socket, exit
-           with the container's exit code (128+N for signal N).
+           code, stage-out, end the job (new allocations only: salloc ends it with the
+           container's exit status), remove the socket, exit with the container's exit
+           code (128+N for signal N).
 Every wait is bounded but the allocation's (a pending job waits, as podman waits for
 create); every failure in create() undoes what was done before reporting.
 """
@@ -28,7 +29,7 @@ from scrunlib import bundle as bundles
 from scrunlib import job_options, jobenv, log, procio, protocol
 from scrunlib.errors import ScrunError, SlurmError, StateError
 from scrunlib.siteconfig import SiteConfig
-from scrunlib.slurm import Slurm, StepCommand, cluster_name, step_argv
+from scrunlib.slurm import Allocation, Slurm, StepCommand, cluster_name, step_argv
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status, process_start_time, shell_exit_code
 
@@ -74,6 +75,7 @@ class Anchor:
         self.slurm = Slurm(site, self.slurm_conf, version_cache=version_cache)
         self.staging = Staging(self.slurm, site)
         self.request: job_options.JobRequest | None = None
+        self.allocation: Allocation | None = None  # a job of our own, held by its salloc
         self.job_env: dict[str, str] = {}
         self.run_bundle = bundles.NodeBundle(self.bundle.path, self.bundle.args)
         self.server: socket.socket | None = None
@@ -151,7 +153,9 @@ class Anchor:
         state.step_name = request.job_name
         log.verbose(f"allocating: salloc {' '.join(request.allocation_args)}")
         try:
-            state.job_id = self.slurm.allocate(request.job_name, state.id, request.allocation_args)
+            self.allocation = self.slurm.allocate(
+                request.job_name, state.id, request.allocation_args
+            )
         except SlurmError as exc:
             asked = [
                 f"{v.name}={self.environ[v.name]}"
@@ -161,6 +165,7 @@ class Anchor:
             if not asked:
                 raise
             raise SlurmError(f"{exc.message} (job options: {', '.join(asked)})") from exc
+        state.job_id = self.allocation.job_id
         state.save(self.spool)
         record = self.slurm.job_record(state.job_id)
         if record.get("JobState") != "RUNNING":
@@ -340,7 +345,7 @@ class Anchor:
         state.save(self.spool)
         if self.staging.staged_in:
             self.staging.stage_out(self.state, self.spool)
-        self._end_job()
+        self._end_job(self.exit_code)
         state.save(self.spool)
         self._close_server()
         log.info(f"container {state.id} stopped with exit code {self.exit_code}")
@@ -386,12 +391,20 @@ class Anchor:
             state.error = f"job {state.job_id} ended by Slurm: {job_state}"
             log.error(state.error)
 
-    def _end_job(self) -> None:
-        """End what is the container's in Slurm (the job we allocated, or our steps in a job
-        we joined); `delete` relies on job_ended."""
+    def _end_job(self, exit_code: int | None = None) -> None:
+        """End what is the container's in Slurm: our allocation with the container's
+        `exit_code` (its record then says COMPLETED or FAILED, with the code), else by
+        scancel (None: no container ran; or our steps in a job we joined); `delete` relies
+        on job_ended."""
         state = self.state
         if state.job_id is None or state.job_ended:
             return
+        grace = self.site.step_grace + 30
+        if self.allocation is not None and exit_code is not None:
+            if self.allocation.release(exit_code, timeout=grace):
+                state.job_ended = True
+                return
+            log.error(f"salloc of job {state.job_id} did not end it; cancelling it")
         try:
             self.slurm.end_container_job(
                 state.job_id, existing_job=state.existing_job, step_name=state.step_name
@@ -399,6 +412,8 @@ class Anchor:
             state.job_ended = True
         except SlurmError as exc:
             log.error(str(exc))
+        if self.allocation is not None and not self.allocation.wait(timeout=grace):
+            log.error(f"salloc of job {state.job_id} still running after scancel")
 
     def _close_server(self) -> None:
         if self.server is not None:
