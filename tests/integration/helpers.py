@@ -47,3 +47,23 @@ def read_terminal(fd: int, until: bytes | None, timeout: float) -> bytes:
             break
         output += chunk
     return output
+
+
+def type_into_terminal(
+    argv: list[str], env: dict[str, str], typed: bytes, timeout: float = 60.0
+) -> tuple[int, str]:
+    """Run `argv` on a new pty as a user would: once it shows a /dev/pts/ name, type
+    `typed`; returns its exit code and all it showed."""
+    import pty
+
+    pid, terminal = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.execvpe(argv[0], argv, env)
+    try:
+        output = read_terminal(terminal, until=b"/dev/pts/", timeout=timeout)
+        os.write(terminal, typed)
+        output += read_terminal(terminal, until=None, timeout=timeout)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(terminal)
+    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")

@@ -5,8 +5,6 @@ and the exit code come back; nothing is left (no step, no process)."""
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
 import subprocess
 import sys
@@ -16,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from helpers import read_terminal, wait_for
+from helpers import type_into_terminal, wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman
@@ -83,23 +81,11 @@ def test_exec_runs_in_the_container_with_env_cwd_user_and_exit_code(
 
 def test_exec_with_a_terminal(cluster: Cluster, running: Callable[..., str]) -> None:
     name = running()
-    pid, terminal = pty.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.execvpe(
-            "podman",
-            ["podman", "--runtime", "scrun", "exec", "-it", name, "sh", "-c",
-             "tty; read x; echo got $x; exit 5"],
-            cluster.env,
-        )  # fmt: skip
-    try:
-        output = read_terminal(terminal, until=b"/dev/pts/", timeout=60)
-        os.write(terminal, b"typed\r")
-        output += read_terminal(terminal, until=None, timeout=60)
-    finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(terminal)
-    text = output.decode(errors="replace")
-    assert os.waitstatus_to_exitcode(status) == 5, text
+    argv = ["podman", "--runtime", "scrun", "exec", "-it", name]
+    code, text = type_into_terminal(
+        [*argv, "sh", "-c", "tty; read x; echo got $x; exit 5"], cluster.env, b"typed\r"
+    )
+    assert code == 5, text
     assert re.search(r"/dev/pts/[0-9]+", text) and "got typed" in text, text
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,32 +62,29 @@ def test_the_job_ends_with_the_containers_exit_code(
     assert (job["JobState"], job["ExitCode"]) == record, job
 
 
-def test_a_killed_container_shows_the_signal(
-    cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
-) -> None:
+@pytest.fixture
+def sleeping(podman: Podman, no_leftovers: Callable[..., None]) -> Iterator[str]:
+    """A container sleeping in its job (its id); removed at the end."""
     started = scrun_podman(podman, "run", "-d", IMAGE, "sleep", "300")
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
-    try:
-        assert scrun_podman(podman, "kill", "-s", "KILL", cid).returncode == 0
-        assert scrun_podman(podman, "wait", cid, timeout=60).stdout.strip() == "137"
-        job = job_record(cluster, cid)
-        assert (job["JobState"], job["ExitCode"]) == ("FAILED", "0:9"), job
-    finally:
-        scrun_podman(podman, "rm", "-f", "-t", "0", cid)
+    yield cid
+    scrun_podman(podman, "rm", "-f", "-t", "0", cid)
+
+
+def test_a_killed_container_shows_the_signal(
+    cluster: Cluster, podman: Podman, sleeping: str
+) -> None:
+    assert scrun_podman(podman, "kill", "-s", "KILL", sleeping).returncode == 0
+    assert scrun_podman(podman, "wait", sleeping, timeout=60).stdout.strip() == "137"
+    job = job_record(cluster, sleeping)
+    assert (job["JobState"], job["ExitCode"]) == ("FAILED", "0:9"), job
 
 
 def test_a_job_cancelled_by_slurm_keeps_its_state(
-    cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
+    cluster: Cluster, podman: Podman, sleeping: str
 ) -> None:
-    started = scrun_podman(podman, "run", "-d", IMAGE, "sleep", "300")
-    assert started.returncode == 0, started.stderr
-    cid = started.stdout.strip()
-    try:
-        job_id = json.loads(cluster.run([SCRUN, "state", cid]).stdout)["jobId"]
-        assert cluster.run(["scancel", str(job_id)]).returncode == 0
-        scrun_podman(podman, "wait", cid, timeout=60)
-        job = job_record(cluster, cid)
-        assert job["JobState"] == "CANCELLED", job
-    finally:
-        scrun_podman(podman, "rm", "-f", "-t", "0", cid)
+    job_id = json.loads(cluster.run([SCRUN, "state", sleeping]).stdout)["jobId"]
+    assert cluster.run(["scancel", str(job_id)]).returncode == 0
+    scrun_podman(podman, "wait", sleeping, timeout=60)
+    assert job_record(cluster, sleeping)["JobState"] == "CANCELLED"

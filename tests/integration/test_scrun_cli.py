@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
 import signal
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from helpers import read_terminal, wait_for
+from helpers import type_into_terminal, wait_for
 from scrunlib.slurm import job_tag
 
 if TYPE_CHECKING:
@@ -329,18 +328,8 @@ def test_run_in_the_foreground_gives_the_container_the_callers_terminal(
     (bundle / "config.json").write_text(json.dumps(config))
     scrun.ids.add("tty")
     argv = [SCRUN, "--root", str(scrun.root), "run", "--bundle", str(bundle), "tty"]
-    pid, terminal = pty.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.execve(argv[0], argv, cluster.env)
-    try:
-        output = read_terminal(terminal, until=b"/dev/pts/", timeout=60)
-        os.write(terminal, b"hello\r")
-        output += read_terminal(terminal, until=None, timeout=60)
-    finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(terminal)
-    text = output.decode(errors="replace")
-    assert os.waitstatus_to_exitcode(status) == 7, text
+    code, text = type_into_terminal(argv, cluster.env, b"hello\r")
+    assert code == 7, text
     assert re.search(r"^/dev/pts/[0-9]+\r$", text, re.MULTILINE), text
     assert "got hello" in text, text
     scrun.assert_root_empty()

@@ -167,13 +167,18 @@ def test_process_cwd_must_be_absolute(tmp_path):
         bundles.load(write(tmp_path, config))
 
 
-def test_config_file_replaces_config_json(tmp_path):
-    """crun's --config: relative to the bundle, or absolute."""
+def with_other_config(tmp_path):
+    """A bundle with its rootfs, config.json and other.json (which runs `other`)."""
     (tmp_path / "rootfs").mkdir()
-    path = write(tmp_path, GOOD)
     other = json.loads(json.dumps(GOOD))
     other["process"]["args"] = ["other"]
     (tmp_path / "other.json").write_text(json.dumps(other))
+    return write(tmp_path, GOOD)
+
+
+def test_config_file_replaces_config_json(tmp_path):
+    """crun's --config: relative to the bundle, or absolute."""
+    path = with_other_config(tmp_path)
     for config_file in ("other.json", str(tmp_path / "other.json")):
         bundle = bundles.load(path, config_file)
         assert bundle.args == ("other",)
@@ -188,11 +193,7 @@ def test_config_file_replaces_config_json(tmp_path):
 
 def test_slurmd_gets_a_copy_of_another_config_file(tmp_path):
     """slurmd reads <bundle>/config.json: another file is copied into the spool bundle."""
-    (tmp_path / "rootfs").mkdir()
-    path = write(tmp_path, GOOD)
-    other = json.loads(json.dumps(GOOD))
-    other["process"]["args"] = ["other"]
-    (tmp_path / "other.json").write_text(json.dumps(other))
+    path = with_other_config(tmp_path)
     target = tmp_path / "spool"
     node = bundles.runnable_by_slurm(path, str(target), config_file="other.json")
     assert node.path == str(target)

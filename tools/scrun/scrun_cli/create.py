@@ -22,6 +22,10 @@ from scrunlib.state import ContainerState
 
 from scrun_cli.context import Context
 
+TYPE_CHECKING = False  # `scrun create` is on the hot path: no typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
 OPTIONS = (
     Opt("bundle", "b", value=True, metavar="DIR", help="bundle (default: the current directory)"),
     Opt(
@@ -156,15 +160,23 @@ def _launch_anchor(
     raise ScrunError(f"the container's anchor failed before reporting (status {code})")
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
-    values, words = parse(argv, OPTIONS, USAGE, what="create")
-    (container_id,) = one_id(words, "create")
-    create_container(
+def create_from_options(
+    ctx: Context, container_id: str, values: dict[str, Any], *, foreground: bool = False
+) -> int:
+    """create_container with the options `create` and `run` share (OPTIONS)."""
+    return create_container(
         ctx,
         container_id,
         values.get("bundle"),
         values.get("pid-file"),
         values.get("console-socket"),
         values.get("config"),
+        foreground=foreground,
     )
+
+
+def run(ctx: Context, argv: Sequence[str]) -> int:
+    values, words = parse(argv, OPTIONS, USAGE, what="create")
+    (container_id,) = one_id(words, "create")
+    create_from_options(ctx, container_id, values)
     return 0

@@ -46,14 +46,8 @@ def _start(ctx: Context, spool: Spool) -> None:
 def run(ctx: Context, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="run")
     (container_id,) = one_id(words, "run")
-    anchor = create.create_container(
-        ctx,
-        container_id,
-        values.get("bundle"),
-        values.get("pid-file"),
-        values.get("console-socket"),
-        values.get("config"),
-        foreground=not values.get("detach"),
+    anchor = create.create_from_options(
+        ctx, container_id, values, foreground=not values.get("detach")
     )
     spool = ctx.spool(container_id)
     if values.get("detach"):
