@@ -17,6 +17,7 @@ SOURCES := pyproject.toml $(shell find shared tools -name '*.py' -not -path '*/b
 CLUSTER_DIR ?=
 # lint only the folders that exist (bench/ may be empty or missing)
 LINT_DIRS := $(wildcard shared tools tests bench)
+SHELL_SCRIPTS := $(wildcard harness/*.sh bench/*.sh) .ci/run
 PYTEST_ARGS ?=
 # hard stop for a hung test run (CI must finish well under 30 minutes)
 TEST_TIMEOUT ?= 20m
@@ -44,7 +45,7 @@ help:
 	@echo "make docker-up     start the private containerd + dockerd (the docker tests do it)"
 	@echo "make docker-down   stop them"
 	@echo "make env           print the exports:  eval \"\$$(make -s env)\""
-	@echo "make lint          ruff check, ruff format --check, mypy"
+	@echo "make lint          ruff check, ruff format --check, mypy, shellcheck"
 	@echo "make unit          tests not marked integration"
 	@echo "make integration   tests marked integration (starts the cluster if needed)"
 	@echo "make test          everything above, from nothing (what CI runs)"
@@ -92,6 +93,8 @@ lint: venv
 	$(BIN)/ruff check $(LINT_DIRS)
 	$(BIN)/ruff format --check $(LINT_DIRS)
 	$(BIN)/mypy shared tools
+	$(BIN)/mypy tests
+	shellcheck -x $(SHELL_SCRIPTS)
 
 unit: venv
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS) tests

@@ -15,17 +15,17 @@ running() {
 }
 
 stop_pidfile() { # stop_pidfile <pidfile> <cmdline-substring>
-  local pf="$1" want="$2" pid i
+  local pf="$1" want="$2" pid
   [ -s "$pf" ] || { rm -f "$pf"; return 0; }
   pid="$(cat "$pf")"
   if alive "$pf" "$want"; then
     echo "[cluster-down] stopping $want (pid $pid)" >&2
     kill -TERM "$pid" 2>/dev/null
-    for i in $(seq 100); do running "$pid" || break; sleep 0.1; done
+    for _ in $(seq 100); do running "$pid" || break; sleep 0.1; done
     if running "$pid"; then
       echo "[cluster-down] $want pid $pid still alive after 10 s, SIGKILL" >&2
       kill -KILL "$pid" 2>/dev/null
-      for i in $(seq 50); do running "$pid" || break; sleep 0.1; done
+      for _ in $(seq 50); do running "$pid" || break; sleep 0.1; done
     fi
   fi
   rm -f "$pf"

@@ -126,7 +126,8 @@ start_daemon() {
   (
     cd "$D"
     for fd in /proc/self/fd/*; do
-      fd="${fd##*/}"; [ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-" 2>/dev/null || true
+      fd="${fd##*/}"
+      if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
     done
     exec setsid env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       HOME="${HOME:-/root}" LANG=C.UTF-8 "$@" </dev/null >>"$LOG/$name.log" 2>&1

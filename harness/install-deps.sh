@@ -12,6 +12,7 @@ PKGS=(
   lua5.4 lua-cjson                             # scrun.lua tests
   rsync tmux hyperfine                         # staging, tty tests, benchmarks
   python3 python3-venv make                    # the project's venv and Makefile
+  shellcheck                                   # make lint: the harness scripts
 )
 
 # Debian 13 ships the docker client in its own package (Debian 12's docker.io has it).

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # the layout variables are for the sourcing scripts
 # harness/lib.sh -- sourced by the harness scripts (not executable on its own).
 # One place for the cluster layout, so cluster-up, cluster-down and env.sh agree.
 #

@@ -17,9 +17,10 @@ log() { echo "[podman-setup] $*" >&2; }
 # Debian's hybrid layout leaves hugetlb there: bind it to its own v1 hierarchy instead.
 U=/sys/fs/cgroup/unified
 if [ -f "$U/cgroup.controllers" ] && [ -n "$(cat "$U/cgroup.controllers")" ]; then
-  for c in $(cat "$U/cgroup.controllers"); do
+  for c in $(<"$U/cgroup.controllers"); do
     if ! mountpoint -q "/sys/fs/cgroup/$c"; then
       log "moving cgroup controller $c from cgroup2 to a v1 hierarchy"
+      # shellcheck disable=SC2015  # either failing is worth the same warning
       mkdir -p "/sys/fs/cgroup/$c" && mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c" \
         || log "warning: could not mount the $c controller (crun in podman may fail)"
     fi

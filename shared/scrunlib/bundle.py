@@ -11,6 +11,7 @@ import os
 
 from scrunlib import log
 from scrunlib.errors import InvalidInput, reason
+from scrunlib.files import write_atomically
 
 TYPE_CHECKING = False  # `scrun create` imports this: no typing or dataclasses at run time
 if TYPE_CHECKING:
@@ -205,10 +206,7 @@ def runnable_by_slurm(
     if terminal:
         mounts = [m for m in config.get("mounts", []) if m.get("destination") != "/dev/pts"]
         config["mounts"] = [*mounts, HOST_PTS_MOUNT]
-    temporary = os.path.join(target_dir, "config.json.tmp")
-    with open(temporary, "w", encoding="utf-8") as stream:
-        json.dump(config, stream)
-    os.replace(temporary, os.path.join(target_dir, "config.json"))
+    write_atomically(os.path.join(target_dir, "config.json"), json.dumps(config))
     link = os.path.join(target_dir, "rootfs")
     if os.path.lexists(link):
         os.unlink(link)

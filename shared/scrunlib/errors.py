@@ -2,7 +2,10 @@
 
 Commands raise these; the front end turns them into `scrun: error: <message>` on stderr
 (and a JSON line in the --log file) and exits with `exit_code`. Nothing else prints errors.
+Tools whose logging does not go to stderr print them with `print_error`.
 """
+
+import sys
 
 
 class ScrunError(Exception):
@@ -59,6 +62,18 @@ class AnchorError(ScrunError):
 
 class LuaError(ScrunError):
     """scrun.lua could not be loaded or one of its hooks failed."""
+
+
+class LuaLoadError(LuaError):
+    """scrun.lua could not be loaded: missing, unreadable, a syntax error, a missing hook.
+    scrun-stage exits with 3 then (it could not even try the hooks)."""
+
+    exit_code = 3
+
+
+def print_error(program: str, message: str) -> None:
+    """`PROGRAM: error: MESSAGE` on stderr, on one line."""
+    sys.stderr.write(f"{program}: error: {message}\n")
 
 
 def reason(exc: OSError) -> str:

@@ -1,8 +1,8 @@
 """SCRUN_* variables → Slurm options, checked before anything is submitted.
 
-One table, `VARIABLES`, lists every job variable of upstream scrun (scrun-env.md §2) in
-upstream's order: which long option it becomes, what values it takes and where the option
-goes, the allocation (`salloc`) or the container's step (`srun --container`).
+One table, `VARIABLES`, lists every job variable upstream scrun reads, in upstream's order:
+which long option it becomes, what values it takes and where the option goes, the
+allocation (`salloc`) or the container's step (`srun --container`).
 Everything else reads that table: `job_request` (what the anchor submits),
 `unknown_variables` (did-you-mean hints for typos) and scrunlib.variables_doc
 (docs/scrun-variables.md, kept in sync by a unit test).
@@ -317,7 +317,8 @@ class JobVariable:
 _A, _S = Target.ALLOCATION, Target.STEP
 _SRUN_ONLY = "upstream rejects it (srun-only); here the container step gets it"
 
-# Upstream's order (scrun-env.md §2). When two variables set the same option the later wins.
+# Upstream's order (the order its scrun reads them). When two variables set the same option
+# the later wins.
 VARIABLES: tuple[JobVariable, ...] = (
     JobVariable("SCRUN_ACCOUNT", "--account", WORD, _A),
     JobVariable("SCRUN_ACCTG_FREQ", "--acctg-freq", ACCTG_FREQ, _A),

@@ -9,9 +9,7 @@ library only: the anchor builds it on every `create`.
 
 from __future__ import annotations
 
-import grp
 import os
-import pwd
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -21,25 +19,10 @@ from scrunlib.errors import SlurmError
 from scrunlib.job_options import ANNOTATION_PREFIX
 from scrunlib.slurm_version import SlurmVersion, supports_container_id
 from scrunlib.spool import Spool
+from scrunlib.users import group_name, user_name
 
 # An id that is not mapped in the user namespace shows as the kernel's overflow id.
 NOBODY_ID = 65534
-
-
-def user_name(uid: int) -> str:
-    """The account name of `uid`, or "" when it has none."""
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return ""
-
-
-def group_name(gid: int) -> str:
-    """The group name of `gid`, or "" when it has none."""
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return ""
 
 
 def container_job_env(

@@ -1,6 +1,6 @@
 """A container process's plumbing towards the client, for the anchor (the container's first
-process) and `scrun exec` (another one): the console socket's pty, the pid file, and the
-stdio of the srun that runs the process.
+process) and `scrun exec` (another one): the console socket's pty and the stdio of the
+srun that runs the process.
 """
 
 from __future__ import annotations
@@ -55,11 +55,3 @@ def srun_stdio(pty_slave: int | None) -> dict[str, Any]:
         "start_new_session": True,
         "preexec_fn": controlling_tty,
     }
-
-
-def write_pid_file(path: str, pid: int) -> None:
-    """The decimal pid, no newline, replaced atomically (clients read it at once)."""
-    temporary = f"{path}.scrun-tmp"
-    with open(temporary, "w", encoding="ascii") as stream:
-        stream.write(str(pid))
-    os.replace(temporary, path)

@@ -2,7 +2,7 @@
 
 The socket lives in the container's 0700 spool directory, and the anchor serves only peers
 whose uid (SO_PEERCRED) is its own or root's. Requests: `{"op": "start"}`,
-`{"op": "kill", "signal": 15}`, `{"op": "delete"}`. Replies: `{"ok": true, ...}` or
+`{"op": "kill", "signal": 15}` (`delete` sends the anchor SIGTERM). Replies: `{"ok": true}` or
 `{"ok": false, "error": "<message>"}`.
 """
 

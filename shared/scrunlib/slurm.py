@@ -19,6 +19,7 @@ from typing import Any
 from plumbum import ProcessExecutionError, local
 
 from scrunlib.errors import SlurmError, reason
+from scrunlib.files import write_atomically
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm_version import (
     SlurmVersion,
@@ -64,14 +65,8 @@ def _read_text(path: str | None) -> str:
 
 def _write_text(path: str, text: str) -> None:
     """Best effort (it is a cache): atomic replace, errors ignored."""
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(temporary, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+    with contextlib.suppress(OSError):
+        write_atomically(path, text)
 
 
 def _text(data: str | bytes) -> str:
@@ -209,6 +204,14 @@ class Allocation:
             return False
         return True
 
+    def reap(self, timeout: float) -> None:
+        """After the job was cancelled: salloc learns it and ends; one that does not, in
+        `timeout` seconds, is killed with its holder (their own process group)."""
+        if not self.wait(timeout):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
 
 def cancel_argv(
     scancel: str, job_id: int, signal: int | None = None, step_id: int | None = None
@@ -312,6 +315,7 @@ class Slurm:
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=messages,
+                    start_new_session=True,  # a process group to end, should it hang
                 )
             except OSError as exc:
                 raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc

@@ -16,6 +16,7 @@ from dataclasses import asdict
 
 from scrunlib import log
 from scrunlib.errors import LuaError, ScrunError, reason
+from scrunlib.files import write_atomically
 from scrunlib.lua.records import StageContext
 
 TYPE_CHECKING = False
@@ -63,11 +64,8 @@ class PendingStageOut:
             "script": self.script,
             "slurm_conf": self.slurm_conf,
         }
-        temporary = f"{spool.stage_file}.tmp"
         try:
-            with open(temporary, "w", encoding="utf-8") as stream:
-                json.dump(record, stream)
-            os.replace(temporary, spool.stage_file)
+            write_atomically(spool.stage_file, json.dumps(record))
         except OSError as exc:
             raise ScrunError(f"cannot save {spool.stage_file}: {reason(exc)}") from exc
 

@@ -13,11 +13,11 @@ This module is on the hot path (`scrun state`): a plain class, no dataclasses or
 from __future__ import annotations
 
 import json
-import os
 import time
 from enum import StrEnum
 
 from scrunlib.errors import ContainerNotFound, ScrunError, StateError, reason
+from scrunlib.files import write_atomically
 from scrunlib.spool import Spool
 
 TYPE_CHECKING = False
@@ -183,13 +183,8 @@ class ContainerState:
 
     def save(self, spool: Spool) -> None:
         """Write state.json atomically: a reader sees the old state or the new, never half."""
-        temporary = f"{spool.state_file}.{os.getpid()}.tmp"
         try:
-            with open(temporary, "w", encoding="utf-8") as stream:
-                json.dump(self.as_dict(), stream)
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(temporary, spool.state_file)
+            write_atomically(spool.state_file, json.dumps(self.as_dict()), durable=True)
         except OSError as exc:
             raise ScrunError(f"cannot save state in {spool.path}: {reason(exc)}") from exc
 

@@ -382,8 +382,8 @@ def test_hooks_on_a_two_node_job(
 def test_spool_dir_is_root_slash_id_slash(
     site_runtime: MakeSite, tmp_path: Path, no_leftovers: Callable[..., None]
 ) -> None:
-    """spool_dir (the hooks' argument) and SCRUN_SPOOL_DIR are `<root>/<id>/` (spec
-    scrun-lua.md §2, scrun-env.md §3), as scrun-stage passes them: a script may append a
+    """spool_dir (the hooks' argument) and SCRUN_SPOOL_DIR are `<root>/<id>/`, with the
+    trailing slash upstream gives them, as scrun-stage passes them: a script may append a
     file name to it directly."""
     site, findings = probe_site(site_runtime, tmp_path)
     cidfile = tmp_path / "cid"
@@ -408,7 +408,7 @@ def test_create_without_bundle_tells_the_script(
 ) -> None:
     """`scrun create ID` without --bundle runs the bundle in the cwd, and the script learns
     that no --bundle was given: set_bundle_path returns nil, stage_out's orig_bundle is nil
-    and SCRUN_SUBMISSION_BUNDLE is empty (spec scrun-lua.md §2-3, scrun-env.md §3)."""
+    and SCRUN_SUBMISSION_BUNDLE is empty, as upstream tells a script."""
     site, findings = probe_site(site_runtime, tmp_path)
     bundle = tmp_path / "cwd-bundle"
     bundle.mkdir()

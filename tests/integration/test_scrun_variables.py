@@ -33,7 +33,7 @@ RUNTIME = ("--runtime", "scrun")
 # would SIGKILL it, which takes the cluster's KillWait, 5 s, to finish the step.)
 HOLD_SCRIPT = 'trap "exit 0" TERM; sleep 60 & wait'
 HOLD = ("sh", "-c", HOLD_SCRIPT)
-# Every SCRUN_* output variable (scrun-env.md §3) that stage_in's job_env must carry.
+# Every SCRUN_* output variable (docs/scrun-variables.md) that stage_in's job_env must carry.
 OUTPUT_VARIABLES = (
     "SCRUN_OCI_VERSION",
     "SCRUN_CONTAINER_ID",

@@ -3,7 +3,6 @@
 import re
 
 import pytest
-from scrunlib import job_options
 from scrunlib.errors import InvalidInput
 from scrunlib.job_options import (
     KINDS,
@@ -20,7 +19,7 @@ V2302 = (23, 2, 0)
 V2311 = (23, 11, 4)
 V2405 = (24, 5, 1)
 
-# scrun-env.md §2, upstream's order.
+# Upstream scrun's job variables, in the order it reads them.
 UPSTREAM_ORDER = [
     "ACCOUNT", "ACCTG_FREQ", "BURST_BUFFER", "CLUSTER_CONSTRAINT", "CLUSTERS", "CONSTRAINT",
     "CORE_SPEC", "CPU_BIND", "CPU_FREQ_REQ", "CPUS_PER_GPU", "CPUS_PER_TASK", "DELAY_BOOT",
@@ -376,11 +375,6 @@ def test_exclusive_topo_needs_24_05():
 def test_a_bad_value_is_reported_before_a_missing_version():
     with pytest.raises(InvalidInput, match="invalid SCRUN_TRES_PER_TASK=''"):
         request(V2205, SCRUN_TRES_PER_TASK="")
-
-
-def test_version_text():
-    assert job_options.version_text((23, 2, 0)) == "23.02"
-    assert job_options.version_text((22, 5, 8)) == "22.05.8"
 
 
 # --- existing job -----------------------------------------------------------------------

@@ -2,21 +2,17 @@
 
 import os
 from datetime import datetime
+from typing import Any
 
 import pytest
 from scrunlib import bundle as bundles
 from scrunlib import job_options
 from scrunlib.errors import SlurmError
 from scrunlib.job_options import unknown_variables
-from scrunlib.jobenv import (
-    container_job_env,
-    group_name,
-    output_variables,
-    slurm_variables,
-    user_name,
-)
+from scrunlib.jobenv import container_job_env, output_variables, slurm_variables
 from scrunlib.slurm import parse_scontrol_record
 from scrunlib.spool import Spool
+from scrunlib.users import group_name, user_name
 
 # --- output variables -------------------------------------------------------------------
 
@@ -28,7 +24,7 @@ CONFIG = {
 }
 BUNDLE = bundles.parse("/b", CONFIG)
 SPOOL = Spool("/run/user/1000/scrun", "c1")
-OUTPUT_ARGS = {
+OUTPUT_ARGS: dict[str, Any] = {
     "submission_bundle": "/b",
     "pid_file": "/run/c1.pid",
     "log_file": "/tmp/log.json",

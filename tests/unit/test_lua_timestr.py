@@ -1,4 +1,5 @@
-"""slurm.time_str2mins against the table in spec scrun-lua.md §4."""
+"""slurm.time_str2mins against Slurm's time-limit syntax: valid forms and their minutes,
+and the forms Slurm rejects."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ SPEC_TABLE = [
     ("1:2-3", INVALID),
     ("", INVALID),
     (None, INVALID),
-    # the validity rules spelled out in §4
+    # Slurm's validity rules: how many numbers each mix of dashes and colons needs
     ("1-2:3", 1563),  # one colon with a dash needs 3 numbers: has them
     ("1-:3", INVALID),  # only 2 numbers
     ("1-2::", INVALID),  # two colons with a dash need 4 numbers

@@ -9,7 +9,7 @@ from scrunlib.errors import AnchorError
 
 def serve_once(path, reply):
     server = protocol.listen(path)
-    seen = {}
+    seen: dict[str, object] = {}
 
     def handle():
         conn, _ = server.accept()

@@ -14,12 +14,12 @@ from scrunlib.slurm import (
     job_exit_status,
     job_tag,
     parse_scontrol_record,
-    parse_version,
     remote_command_argv,
     salloc_argv,
     step_argv,
     tagged_container,
 )
+from scrunlib.slurm_version import parse_version
 
 V2205 = (22, 5, 8)
 V2302 = (23, 2, 0)

@@ -7,6 +7,7 @@ scrun-lua-check (to know what exists and how many arguments each call takes).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import AnyStr
 
 SCRIPT_NAME = "scrun.lua"
 
@@ -37,6 +38,17 @@ STAGE_OUT = Hook(
     ),
 )
 HOOKS = (STAGE_IN, STAGE_OUT)
+
+
+def shebang_length(source: AnyStr) -> int:
+    """How much of a script's text Lua skips: luaL_loadfile (how Slurm loads scrun.lua)
+    ignores a first line starting with `#` (a `#!` line), Lua's load() does not. The
+    length up to, not including, that line's newline, so line numbers stay right; 0 when
+    there is no such line."""
+    if source[:1] not in ("#", b"#"):
+        return 0
+    newline = source.find("\n" if isinstance(source, str) else b"\n")
+    return len(source) if newline < 0 else newline
 
 
 @dataclass(frozen=True)

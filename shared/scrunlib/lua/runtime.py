@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 from lupa import lua54
 
 from scrunlib import log
-from scrunlib.errors import LuaError, reason
+from scrunlib.errors import LuaLoadError, reason
 from scrunlib.lua import api
 from scrunlib.lua.commands import CommandRunner, CommandTimeout, command_env
 from scrunlib.lua.convert import (
@@ -211,9 +211,7 @@ class LuaScript:
             self._fail_load("the file does not exist")
         except OSError as exc:
             self._fail_load(f"cannot read it: {reason(exc)}")
-        if source.startswith(b"#"):
-            # luaL_loadfile skips a `#!` line; load() does not. Keep the line count.
-            source = source[source.find(b"\n") :] if b"\n" in source else b""
+        source = source[api.shebang_length(source) :]
         chunk, problem = self._compile(source, encode("@" + self.path))
         if chunk is None:
             self._fail_load(self._full_path(decode(problem)))
@@ -233,7 +231,7 @@ class LuaScript:
         log.debug(f"lua: loaded {self.path} in {time.monotonic() - start:.3f} s")
 
     def _fail_load(self, detail: str) -> NoReturn:
-        raise LuaError(f"unable to load {self.path}: {detail}")
+        raise LuaLoadError(f"unable to load {self.path}: {detail}")
 
     # -- calling hooks -------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 """Stage-in and stage-out through the site's scrun.lua: what the anchor and scrun-stage call.
 
 This module does not import lupa; `Stager.load` does, so importing the types here is cheap.
-Semantics follow upstream (spec scrun-lua.md). Deliberate differences, each of which makes a
-script easier to write or a failure easier to see, and none of which breaks the man page's
-example:
+Semantics follow upstream scrun's scrun.lua interface. Deliberate differences, each of which
+makes a script easier to write or a failure easier to see, and none of which breaks the man
+page's example:
   * job_id, user_id and group_id are Lua integers (`%d` works without `math.floor`);
   * job_env is a 1-based Lua array (upstream starts at 0, so `ipairs` missed the first entry);
   * every hook, commands included, has a time limit (a runaway loop or a hung command makes

@@ -1,16 +1,19 @@
 """The anchor: holds one container's Slurm job from `create` to the container's end.
 
-create():  validate SCRUN_* → allocate (salloc holds the job; or join SLURM_JOB_ID) →
-           job environment → scrun.lua stage-in → a bundle slurmd can run (its program found in the
-           rootfs) → `created`, pid file written.
-serve():   answer `start` (launch the srun step) and `kill`; notice the step's end, a
-           SIGTERM/SIGINT (what `scrun delete` sends), or the job's end; then stop().
-stop():    end the step (scancel, then SIGTERM → SIGKILL to a stuck srun), record the exit
-           code, stage-out, end the job (new allocations only: salloc ends it with the
-           container's exit status), remove the socket, exit with the container's exit
-           code (128+N for signal N).
+It lives in two phases, one class each, so that every field is valid for the object's life:
+
+Creation.create(): validate SCRUN_* → allocate (salloc holds the job; or join
+           SLURM_JOB_ID) → job environment → scrun.lua stage-in → a bundle slurmd can run
+           (its program found in the rootfs) → `created`, pid file written; returns the
+           Container. Every failure undoes what was done before reporting.
+Container.serve(): answer `start` (launch the srun step) and `kill`; notice the step's end,
+           a SIGTERM/SIGINT (what `scrun delete` sends), or the job's end; then stop().
+Container.stop(): end the step (scancel, then SIGTERM → SIGKILL to a stuck srun), record
+           the exit code, stage-out, end the job (salloc ends it with the container's exit
+           status; only our steps in a job we joined), remove the socket, return the
+           container's exit code (128+N for signal N).
 Every wait is bounded but the allocation's (a pending job waits, as podman waits for
-create); every failure in create() undoes what was done before reporting.
+create). state.json is written at every transition: it is what the other scrun commands read.
 """
 
 from __future__ import annotations
@@ -22,18 +25,25 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
 from scrunlib import bundle as bundles
 from scrunlib import job_options, jobenv, log, procio, protocol
 from scrunlib.errors import ScrunError, SlurmError, StateError
+from scrunlib.files import write_atomically
+from scrunlib.lua.records import StageContext
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Allocation, Slurm, StepCommand, cluster_name, step_argv
+from scrunlib.slurm_version import SlurmVersion
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status, process_start_time, shell_exit_code
 
-from scrun_anchor.staging import Staging
+from scrun_anchor.staging import ContainerStaging, load_stager
+
+# How long salloc may take to notice that its job was cancelled before it is killed.
+REAP_SECONDS = 10.0
 
 
 class Cancelled(ScrunError):
@@ -44,7 +54,10 @@ def _raise_cancelled(signum: int, _frame: FrameType | None) -> None:
     raise Cancelled(f"creation cancelled by {signal.Signals(signum).name}")
 
 
-class Anchor:
+class Creation:
+    """The anchor until the container is created: what `scrun create` asked for, and the
+    state.json record it started."""
+
     def __init__(
         self,
         *,
@@ -73,25 +86,18 @@ class Anchor:
         self.slurm_conf = site.slurm_conf_path(slurm_conf_option, self.environ)
         version_cache = os.path.join(spool.root, ".slurm-version")
         self.slurm = Slurm(site, self.slurm_conf, version_cache=version_cache)
-        self.staging = Staging(self.slurm, site)
-        self.request: job_options.JobRequest | None = None
-        self.allocation: Allocation | None = None  # a job of our own, held by its salloc
-        self.job_env: dict[str, str] = {}
-        self.run_bundle = bundles.NodeBundle(self.bundle.path, self.bundle.args)
-        self.server: socket.socket | None = None
-        self.pty_slave: int | None = None
-        self.step: subprocess.Popen[bytes] | None = None
-        self.stop_requested: str | None = None
-        self.exit_code = 0
 
-    # ------------------------------------------------------------------ create
-    def create(self) -> None:
+    def create(self) -> Container:
         """Bring the container to `created`, or undo everything and raise."""
         previous = {s: signal.signal(s, _raise_cancelled) for s in (signal.SIGTERM, signal.SIGINT)}
+        undo = contextlib.ExitStack()
         try:
-            self._create()
+            container = self._create(undo)
+            undo.pop_all()
+            return container
         except BaseException as exc:
-            self._undo_create(exc)
+            log.error(f"create failed: {exc}")
+            undo.close()  # in reverse: stage-out, end the job, close the socket
             if isinstance(exc, ScrunError):
                 raise
             if isinstance(exc, Exception):
@@ -102,32 +108,43 @@ class Anchor:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
-    def _create(self) -> None:
+    def _create(self, undo: contextlib.ExitStack) -> Container:
+        """Each step that leaves something behind registers its undo right away."""
         state = self.state
         state.anchor_pid = os.getpid()
         state.anchor_start_time = process_start_time(state.anchor_pid)
         state.save(self.spool)
         version = self.slurm.version()
-        self.request = job_options.job_request(self.environ, version)
-        if self.request.ignored_variables:
-            names = ", ".join(self.request.ignored_variables)
-            log.info(f"running in existing job {self.request.existing_job_id}: ignoring {names}")
+        request = job_options.job_request(self.environ, version)
+        if request.ignored_variables:
+            names = ", ".join(request.ignored_variables)
+            log.info(f"running in existing job {request.existing_job_id}: ignoring {names}")
         for name, alike in job_options.unknown_variables(self.environ).items():
             hint = f" (did you mean {' or '.join(alike)}?)" if alike else ""
             log.info(f"ignoring unknown variable {name}{hint}")
-        self.staging.load_script()  # a broken scrun.lua fails before any job exists
+        stager = load_stager(self.slurm, self.site)  # broken: fails before any job exists
+        pty_slave = None
         if self.bundle.terminal and self.console_socket:
-            self._send_console()
-        self.server = protocol.listen(self.spool.socket)
-        record = self._get_job(self.request)
+            pty_slave = procio.send_console(self.console_socket)
+            undo.callback(os.close, pty_slave)
+        server = protocol.listen(self.spool.socket)
+        undo.callback(_close_server, server, self.spool)
+        job_id, allocation, record = self._get_job(request, undo)
         state.nodes = record.get("NodeList")
-        self.job_env = self._job_environment(version, record)
-        result = self.staging.stage_in(
-            self.state, self.bundle, self.submission_bundle, self.spool, self.job_env
-        )
-        if result is not None:
-            state.bundle, state.rootfs = result
-        self.run_bundle = bundles.runnable_by_slurm(
+        job_env = self._container_job_env(version, record)
+        staging = None
+        if stager is not None:
+            context = StageContext.for_container(
+                self.bundle,
+                self.spool,
+                job_id=job_id,
+                job_env=job_env,
+                orig_bundle=self.submission_bundle,
+            )
+            staging = ContainerStaging(stager, context, self.spool, self.slurm_conf)
+            undo.callback(staging.stage_out)  # also after a failed stage-in
+            state.bundle, state.rootfs = staging.stage_in()
+        run_bundle = bundles.runnable_by_slurm(
             state.bundle,
             self.spool.bundle_dir,
             terminal=self.bundle.terminal,
@@ -137,25 +154,42 @@ class Anchor:
         state.transition(Status.CREATED)
         state.save(self.spool)
         self._write_pid_file()
+        return Container(
+            spool=self.spool,
+            state=state,
+            job_id=job_id,
+            allocation=allocation,
+            bundle=self.bundle,
+            run_bundle=run_bundle,
+            step_args=request.step_args,
+            job_env=job_env,
+            slurm=self.slurm,
+            site=self.site,
+            server=server,
+            pty_slave=pty_slave,
+            staging=staging,
+        )
 
-    def _get_job(self, request: job_options.JobRequest) -> dict[str, str]:
-        """Allocate a job, or join SLURM_JOB_ID's; returns its running job record."""
+    def _get_job(
+        self, request: job_options.JobRequest, undo: contextlib.ExitStack
+    ) -> tuple[int, Allocation | None, dict[str, str]]:
+        """Allocate a job, or join SLURM_JOB_ID's; returns its id, our Allocation (None for
+        a job we joined) and its running job record."""
         state = self.state
         if request.existing_job_id is not None:
-            state.job_id = request.existing_job_id
+            job_id = state.job_id = request.existing_job_id
             state.existing_job = True
             state.step_name = f"scrun-{self.spool.path.rsplit('/', 1)[-1]}"
-            record = self.slurm.job_record(state.job_id)
+            undo.callback(_end_job, self.slurm, state, job_id)
+            record = self.slurm.job_record(job_id)
             if record.get("JobState") != "RUNNING":
-                raise SlurmError(f"job {state.job_id} is not running ({record.get('JobState')})")
+                raise SlurmError(f"job {job_id} is not running ({record.get('JobState')})")
             state.save(self.spool)
-            return record
+            return job_id, None, record
         state.step_name = request.job_name
         log.verbose(f"allocating: salloc {' '.join(request.allocation_args)}")
         try:
-            self.allocation = self.slurm.allocate(
-                request.job_name, state.id, request.allocation_args
-            )
+            allocation = self.slurm.allocate(request.job_name, state.id, request.allocation_args)
         except SlurmError as exc:
             asked = [
                 f"{v.name}={self.environ[v.name]}"
@@ -165,18 +199,15 @@ class Anchor:
             if not asked:
                 raise
             raise SlurmError(f"{exc.message} (job options: {', '.join(asked)})") from exc
-        state.job_id = self.allocation.job_id
+        job_id = state.job_id = allocation.job_id
+        undo.callback(_end_job, self.slurm, state, job_id, allocation)
         state.save(self.spool)
-        record = self.slurm.job_record(state.job_id)
+        record = self.slurm.job_record(job_id)
         if record.get("JobState") != "RUNNING":
-            raise SlurmError(
-                f"job {state.job_id} ended before it started ({record.get('JobState')})"
-            )
-        return record
+            raise SlurmError(f"job {job_id} ended before it started ({record.get('JobState')})")
+        return job_id, allocation, record
 
-    def _job_environment(
-        self, version: tuple[int, int, int], record: dict[str, str]
-    ) -> dict[str, str]:
+    def _container_job_env(self, version: SlurmVersion, record: dict[str, str]) -> dict[str, str]:
         """What scrun.lua's hooks, their commands and the container's srun run with."""
         return jobenv.container_job_env(
             slurm_part=jobenv.slurm_variables(record, cluster_name(self.slurm_conf)),
@@ -189,21 +220,34 @@ class Anchor:
             version=version,
         )
 
-    def _send_console(self) -> None:
-        self.pty_slave = procio.send_console(self.console_socket or "")
-
     def _write_pid_file(self) -> None:
-        if self.pid_file:
-            procio.write_pid_file(self.pid_file, os.getpid())
+        if not self.pid_file:
+            return
+        write_atomically(self.pid_file, str(os.getpid()))
 
-    def _undo_create(self, cause: BaseException) -> None:
-        """Leave nothing behind: no job, no socket, no staged bundle (create removes the
-        spool directory once we have exited)."""
-        log.error(f"create failed: {cause}")
-        if self.staging.staged_in:
-            self.staging.stage_out(self.state, self.spool)
-        self._end_job()
-        self._close_server()
+
+@dataclass
+class Container:
+    """The anchor once the container is created: serves `start` and `kill` until the
+    container ends, then cleans up. `step` is the srun of the container's step, None until
+    `start`; `pty_slave` the terminal the step gets, None without one or once handed over."""
+
+    spool: Spool
+    state: ContainerState
+    job_id: int
+    allocation: Allocation | None  # a job of our own, held by its salloc
+    bundle: bundles.Bundle
+    run_bundle: bundles.NodeBundle  # what srun --container runs (staged, adapted for slurmd)
+    step_args: tuple[str, ...]  # SCRUN_* options for the step's srun
+    job_env: dict[str, str]
+    slurm: Slurm
+    site: SiteConfig
+    server: socket.socket
+    pty_slave: int | None
+    staging: ContainerStaging | None
+    step: subprocess.Popen[bytes] | None = None
+    stop_requested: str | None = None
+    exit_code: int = 0
 
     # ------------------------------------------------------------------ serve
     def serve(self) -> int:
@@ -219,9 +263,8 @@ class Anchor:
             # a terminal and no console socket, `scrun run` in the foreground: the caller's
             # terminal is the container's, srun --pty takes it over.)
             _detach_stdio()
-        log.info(f"container {self.state.id} created in job {self.state.job_id}")
+        log.info(f"container {self.state.id} created in job {self.job_id}")
         selector = selectors.DefaultSelector()
-        assert self.server is not None
         selector.register(self.server, selectors.EVENT_READ, "request")
         selector.register(wake_read, selectors.EVENT_READ, "wake")
         while True:
@@ -240,7 +283,6 @@ class Anchor:
         self.stop_requested = signal.Signals(signum).name
 
     def _serve_one(self) -> None:
-        assert self.server is not None
         try:
             conn, _ = self.server.accept()
         except OSError:
@@ -252,11 +294,12 @@ class Anchor:
                     protocol.send_line(conn, {"ok": False, "error": "permission denied"})
                     return
                 message = protocol.read_line(conn)
-                protocol.send_line(conn, self._handle(message))
+                protocol.send_line(conn, self.handle(message))
             except (OSError, ValueError) as exc:
                 log.verbose(f"bad request: {exc}")
 
-    def _handle(self, message: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        """One request of the control protocol (scrunlib.protocol) → its reply."""
         op = message.get("op")
         try:
             if op == "start":
@@ -276,17 +319,16 @@ class Anchor:
             return
         if state.status is not Status.CREATED:
             raise StateError(f"container {state.id!r} is {state.status.value}, it cannot start")
-        assert self.request is not None and state.job_id is not None
         argv = step_argv(
             self.slurm.path("srun"),
             StepCommand(
-                job_id=state.job_id,
+                job_id=self.job_id,
                 bundle=self.run_bundle.path,
                 args=self.run_bundle.args,
                 container_id=state.id,
                 job_name=state.step_name,
                 pty=self.bundle.terminal,
-                extra_args=self.request.step_args,
+                extra_args=self.step_args,
             ),
             self.slurm.version(),
         )
@@ -294,7 +336,7 @@ class Anchor:
         # nothing of the caller's may leak in (an outer allocation's SLURM_NTASKS, say).
         env = {
             **self.job_env,
-            "SLURM_CONF": self.slurm_conf,
+            "SLURM_CONF": self.slurm.slurm_conf,
             "PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
         }
         log.verbose(f"starting step: {' '.join(argv)}")
@@ -309,7 +351,6 @@ class Anchor:
 
     def _kill(self, signum: int) -> None:
         state = self.state
-        assert state.job_id is not None
         if state.status is Status.CREATED:
             # Never started: "killing" it ends it, as runc does with a created container.
             self.exit_code = 128 + signum
@@ -322,20 +363,17 @@ class Anchor:
         into a cancel that waits KillWait seconds, longer than podman waits. A new
         allocation whose step is not visible yet gets the signal at job level instead."""
         state = self.state
-        assert state.job_id is not None
-        steps = self.slurm.step_ids(state.job_id, state.step_name)
+        steps = self.slurm.step_ids(self.job_id, state.step_name)
         for step_id in steps:
-            self.slurm.cancel(state.job_id, signal=signum, step_id=step_id)
+            self.slurm.cancel(self.job_id, signal=signum, step_id=step_id)
         if not steps and not state.existing_job:
-            self.slurm.cancel(state.job_id, signal=signum)
+            self.slurm.cancel(self.job_id, signal=signum)
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> int:
         state = self.state
         if self.step is not None:
-            self._end_step()
-            assert self.step.returncode is not None
-            self.exit_code = shell_exit_code(self.step.returncode)
+            self.exit_code = shell_exit_code(self._end_step(self.step))
         if self.stop_requested:
             log.info(f"stopping container {state.id}: {self.stop_requested}")
         if self.exit_code != 0:
@@ -343,20 +381,20 @@ class Anchor:
         state.exit_code = self.exit_code
         state.transition(Status.STOPPED)
         state.save(self.spool)
-        if self.staging.staged_in:
-            self.staging.stage_out(self.state, self.spool)
-        self._end_job(self.exit_code)
+        if self.staging is not None:
+            self.staging.stage_out()
+        _end_job(self.slurm, state, self.job_id, self.allocation, self.exit_code)
         state.save(self.spool)
-        self._close_server()
+        _close_server(self.server, self.spool)
         log.info(f"container {state.id} stopped with exit code {self.exit_code}")
         return self.exit_code
 
-    def _end_step(self) -> None:
-        """Wait for the step's srun: cancel the step first if we are asked to stop, and
-        escalate SIGTERM → SIGKILL if srun does not go away in time."""
-        assert self.step is not None
-        if self.step.poll() is not None:
-            return
+    def _end_step(self, step: subprocess.Popen[bytes]) -> int:
+        """Wait for the step's srun and return its status: cancel the step first if we are
+        asked to stop, and escalate SIGTERM → SIGKILL if srun does not go away in time."""
+        status = step.poll()
+        if status is not None:
+            return status
         if self.stop_requested:  # delete, SIGTERM: end it now, as upstream does, with SIGKILL
             try:
                 self._signal_step(signal.SIGKILL)
@@ -364,63 +402,65 @@ class Anchor:
                 log.error(str(exc))
         for escalation in (None, signal.SIGTERM, signal.SIGKILL):
             if escalation is not None:
-                log.error(f"srun {self.step.pid} still running; sending {escalation.name}")
-                self.step.send_signal(escalation)
+                log.error(f"srun {step.pid} still running; sending {escalation.name}")
+                step.send_signal(escalation)
             try:
-                self.step.wait(timeout=self.site.step_grace)
-                return
+                return step.wait(timeout=self.site.step_grace)
             except subprocess.TimeoutExpired:
                 continue
-        self.step.wait()
+        return step.wait()
 
     def _report_job_end(self) -> None:
         """Say why, when Slurm (not the container) ended the step: time limit, scancel."""
         state = self.state
-        if state.job_id is None or state.existing_job:
+        if state.existing_job:
             return
         deadline = time.monotonic() + 2.0
         try:
-            job_state = self.slurm.job_record(state.job_id).get("JobState", "")
+            job_state = self.slurm.job_record(self.job_id).get("JobState", "")
             # An ending job shows COMPLETING for a moment before it says how it ended.
             while job_state == "COMPLETING" and time.monotonic() < deadline:
                 time.sleep(0.1)
-                job_state = self.slurm.job_record(state.job_id).get("JobState", "")
+                job_state = self.slurm.job_record(self.job_id).get("JobState", "")
         except SlurmError:
             return
         if job_state in ("TIMEOUT", "CANCELLED", "FAILED", "NODE_FAIL", "PREEMPTED", "DEADLINE"):
-            state.error = f"job {state.job_id} ended by Slurm: {job_state}"
+            state.error = f"job {self.job_id} ended by Slurm: {job_state}"
             log.error(state.error)
 
-    def _end_job(self, exit_code: int | None = None) -> None:
-        """End what is the container's in Slurm: our allocation with the container's
-        `exit_code` (its record then says COMPLETED or FAILED, with the code), else by
-        scancel (None: no container ran; or our steps in a job we joined); `delete` relies
-        on job_ended."""
-        state = self.state
-        if state.job_id is None or state.job_ended:
-            return
-        grace = self.site.step_grace + 30
-        if self.allocation is not None and exit_code is not None:
-            if self.allocation.release(exit_code, timeout=grace):
-                state.job_ended = True
-                return
-            log.error(f"salloc of job {state.job_id} did not end it; cancelling it")
-        try:
-            self.slurm.end_container_job(
-                state.job_id, existing_job=state.existing_job, step_name=state.step_name
-            )
-            state.job_ended = True
-        except SlurmError as exc:
-            log.error(str(exc))
-        if self.allocation is not None and not self.allocation.wait(timeout=grace):
-            log.error(f"salloc of job {state.job_id} still running after scancel")
 
-    def _close_server(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            self.server = None
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.spool.socket)
+def _end_job(
+    slurm: Slurm,
+    state: ContainerState,
+    job_id: int,
+    allocation: Allocation | None = None,
+    exit_code: int | None = None,
+) -> None:
+    """End what is the container's in Slurm, once: our allocation with the container's
+    `exit_code` (salloc ends the job with it: COMPLETED 0:0, FAILED 3:0, FAILED 0:9), else
+    by scancel (no container ran, or salloc did not end it; in a job we joined, only our
+    steps); `delete` relies on job_ended."""
+    if state.job_ended:
+        return
+    grace = slurm.site.step_grace + 30
+    if allocation is not None and exit_code is not None:
+        if allocation.release(exit_code, timeout=grace):
+            state.job_ended = True
+            return
+        log.error(f"salloc of job {job_id} did not end it; cancelling it")
+    try:
+        slurm.end_container_job(job_id, existing_job=state.existing_job, step_name=state.step_name)
+        state.job_ended = True
+    except SlurmError as exc:
+        log.error(str(exc))
+    if allocation is not None:
+        allocation.reap(timeout=REAP_SECONDS)
+
+
+def _close_server(server: socket.socket, spool: Spool) -> None:
+    server.close()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(spool.socket)
 
 
 def _drain(fd: int) -> None:

@@ -13,13 +13,13 @@ from typing import Any
 
 import scrunlib
 from scrunlib import log, siteconfig
-from scrunlib.errors import ScrunError, UsageError
+from scrunlib.errors import ScrunError, UsageError, print_error
 from scrunlib.launch import OPTIONS, ReadyPipe
 from scrunlib.log import ERROR, INFO, LogSettings
 from scrunlib.options import HelpRequested, one_id, parse, usage_text
 from scrunlib.spool import Spool, validate_id
 
-from scrun_anchor.anchor import Anchor
+from scrun_anchor.anchor import Creation
 
 USAGE = usage_text(
     "scrun-anchor --root DIR --bundle DIR [OPTIONS] CONTAINER-ID",
@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(help_request.text)
         return 0
     except UsageError as exc:
-        sys.stderr.write(f"scrun-anchor: error: {exc.message}\n")
+        print_error("scrun-anchor", exc.message)
         return 2
     if values.get("version"):
         sys.stdout.write(f"scrun-anchor (scrun) {scrunlib.__version__}\n")
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         log.configure(settings)
         sys.stderr = open(spool.log_file, "a", encoding="utf-8")  # noqa: SIM115 - for tracebacks
-        anchor = Anchor(
+        creation = Creation(
             spool=spool,
             bundle_path=values["bundle"],
             config_file=values.get("config"),
@@ -81,14 +81,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_file=values.get("log"),
             log_format=settings.log_format,
         )
-        anchor.create()
+        container = creation.create()
     except ScrunError as exc:
         ready.error(exc.message)
         return 1
     ready.created(os.getpid())
     settings.log_file = values.get("log")
     log.configure(settings)
-    code = anchor.serve()
+    code = container.serve()
     # Everything is cleaned up and every log line written (sinks append synchronously);
     # skip the interpreter's teardown: podman is waiting for this exit.
     sys.stderr.flush()

@@ -6,83 +6,71 @@ compute nodes must see it, as with a shared filesystem or this machine's local c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from scrunlib import log
-from scrunlib.bundle import Bundle
+from scrunlib import log, stageout
 from scrunlib.errors import LuaError
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm
 from scrunlib.spool import Spool
-from scrunlib.stageout import PendingStageOut, load_stager
-from scrunlib.state import ContainerState
+
+if TYPE_CHECKING:
+    from scrunlib.lua.stage import StageContext, Stager
 
 
-class Staging:
-    def __init__(self, slurm: Slurm, site: SiteConfig) -> None:
-        self.slurm = slurm
-        self.site = site
-        self.script = ""
-        self.stager: Any = None
-        self.context: Any = None
-        self.staged_in = False
+def load_stager(slurm: Slurm, site: SiteConfig) -> Stager | None:
+    """The site's scrun.lua, loaded (LuaError when it is broken); None when there is none."""
+    from scrunlib.lua.stage import find_script
 
-    def load_script(self) -> None:
-        from scrunlib.lua.stage import find_script
+    path = find_script(slurm.slurm_conf)
+    stager = stageout.load_stager(path, slurm.slurm_conf, site)
+    if stager is None:
+        log.verbose(f"no {path}: containers run without staging")
+    return stager
 
-        self.script = find_script(self.slurm.slurm_conf)
-        self.stager = load_stager(self.script, self.slurm.slurm_conf, self.site)
-        if self.stager is None:
-            log.verbose(f"no {self.script}: containers run without staging")
 
-    def stage_in(
-        self,
-        state: ContainerState,
-        bundle: Bundle,
-        submission_bundle: str | None,
-        spool: Spool,
-        job_env: dict[str, str],
-    ) -> tuple[str, str] | None:
+class ContainerStaging:
+    """scrun.lua's hooks for one container: the loaded script and what it is told. From
+    stage-in until stage-out has run, the spool keeps what `scrun delete` needs to stage
+    out if we die first (scrunlib.stageout)."""
+
+    def __init__(
+        self, stager: Stager, context: StageContext, spool: Spool, slurm_conf: str
+    ) -> None:
+        self.stager = stager
+        self.context = context
+        self.spool = spool
+        self.slurm_conf = slurm_conf
+
+    def stage_in(self) -> tuple[str, str]:
         """Run slurm_scrun_stage_in; returns the (bundle, rootfs) the script chose."""
-        if self.stager is None:
-            return None
-        from scrunlib.lua.stage import StageContext
-
-        assert state.job_id is not None
-        self.context = StageContext.for_container(
-            bundle, spool, job_id=state.job_id, job_env=job_env, orig_bundle=submission_bundle
-        )
-        self.staged_in = True
-        self._pending(spool, self.context.bundle, self.context.root_path)
+        self._pending(self.context.bundle, self.context.root_path)
         result = self.stager.stage_in(self.context)
         self._pending(
-            spool, result.bundle or self.context.bundle, result.root_path or self.context.root_path
+            result.bundle or self.context.bundle, result.root_path or self.context.root_path
         )
         if not result.ok:
             raise LuaError(f"stage-in failed: {result.message}")
         return result.bundle, result.root_path
 
-    def stage_out(self, state: ContainerState, spool: Spool) -> None:
-        """Run slurm_scrun_stage_out; a failure is logged, cleanup goes on."""
-        if self.stager is None or self.context is None:
-            return
+    def stage_out(self) -> None:
+        """Run slurm_scrun_stage_out (also after a failed stage-in, so that the script can
+        remove what it staged); a failure is logged, cleanup goes on."""
         try:
             result = self.stager.stage_out(self.context)
         except LuaError as exc:
             log.error(f"stage-out failed: {exc.message}")
             return
         finally:
-            PendingStageOut.clear(spool)
+            stageout.PendingStageOut.clear(self.spool)
         if not result.ok:
             log.error(f"stage-out failed: {result.message}")
 
-    def _pending(self, spool: Spool, bundle: str, root_path: str) -> None:
-        """Keep what `scrun delete` needs to stage out if we die before stage_out."""
-        assert self.context is not None
-        PendingStageOut(
+    def _pending(self, bundle: str, root_path: str) -> None:
+        stageout.PendingStageOut(
             self.context,
             bundle=bundle,
             root_path=root_path,
-            script=self.script,
-            slurm_conf=self.slurm.slurm_conf,
-        ).save(spool)
+            script=self.stager.path,
+            slurm_conf=self.slurm_conf,
+        ).save(self.spool)

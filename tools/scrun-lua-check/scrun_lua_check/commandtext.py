@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from scrunlib.lua import api
 
 from scrun_lua_check import nodes as n
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import LintContext
 from scrun_lua_check.scope import Variable, VarKind
 
 QUOTING_FUNCTION = re.compile("quote|escape", re.IGNORECASE)
@@ -55,7 +55,7 @@ class CommandText:
     forwarded: set[Variable] = field(default_factory=set)
 
 
-def analyse(ctx: Context, expr: n.Node) -> CommandText:
+def analyse(ctx: LintContext, expr: n.Node) -> CommandText:
     """Problems of the command string `expr`, built in the function that contains it."""
     result = CommandText()
     for alternative in alternatives(ctx, expr, 0):
@@ -63,7 +63,7 @@ def analyse(ctx: Context, expr: n.Node) -> CommandText:
     return result
 
 
-def alternatives(ctx: Context, expr: n.Node, depth: int) -> list[n.Node]:
+def alternatives(ctx: LintContext, expr: n.Node, depth: int) -> list[n.Node]:
     """The expressions the command may be: both sides of `a or b`, each value of a local."""
     expr = n.unparen(expr)
     if isinstance(expr, n.BinOp) and expr.op in ("and", "or"):
@@ -74,7 +74,7 @@ def alternatives(ctx: Context, expr: n.Node, depth: int) -> list[n.Node]:
     return [expr]
 
 
-def pieces(ctx: Context, expr: n.Node, depth: int) -> list[Text | Value]:
+def pieces(ctx: LintContext, expr: n.Node, depth: int) -> list[Text | Value]:
     """`expr` as literal text and spliced values, in order."""
     expr = n.unparen(expr)
     if isinstance(expr, n.String):
@@ -90,7 +90,7 @@ def pieces(ctx: Context, expr: n.Node, depth: int) -> list[Text | Value]:
     return [Value(expr)]
 
 
-def local_value_holder(ctx: Context, expr: n.Node) -> Variable | None:
+def local_value_holder(ctx: LintContext, expr: n.Node) -> Variable | None:
     """The local variable `expr` names when every value it can hold is one the script
     assigned (not a parameter, whose first value comes from the caller)."""
     variable = ctx.scopes.variable(expr)
@@ -98,7 +98,7 @@ def local_value_holder(ctx: Context, expr: n.Node) -> Variable | None:
 
 
 def format_pieces(
-    ctx: Context, template: n.Node, args: list[n.Node], depth: int
+    ctx: LintContext, template: n.Node, args: list[n.Node], depth: int
 ) -> list[Text | Value]:
     text = n.static_string(template)
     if text is None:  # format string not known: every argument may be spliced anywhere
@@ -127,7 +127,7 @@ def format_pieces(
 
 
 def scan(
-    ctx: Context, parts: list[Text | Value], function: n.Function | None, result: CommandText
+    ctx: LintContext, parts: list[Text | Value], function: n.Function | None, result: CommandText
 ) -> None:
     quote = ""  # the shell's state: "", "'" or '"'
     for part in parts:
@@ -163,7 +163,9 @@ def after_text(quote: str, text: str) -> str:
     return quote
 
 
-def forwarded_parameter(ctx: Context, node: n.Node, function: n.Function | None) -> Variable | None:
+def forwarded_parameter(
+    ctx: LintContext, node: n.Node, function: n.Function | None
+) -> Variable | None:
     """The parameter `node` names, when it is one of `function`'s own (not a hook's) and never
     reassigned: the caller decides what it holds."""
     variable = ctx.scopes.variable(node)
@@ -179,7 +181,7 @@ def forwarded_parameter(ctx: Context, node: n.Node, function: n.Function | None)
     return variable
 
 
-def is_safe(ctx: Context, expr: n.Node, depth: int) -> bool:
+def is_safe(ctx: LintContext, expr: n.Node, depth: int) -> bool:
     """Whether the value of `expr` surely cannot change a shell command it is spliced into."""
     expr = n.unparen(expr)
     if isinstance(expr, (n.String, n.Number)) or ctx.value_kind(expr) == "number":
@@ -208,7 +210,7 @@ def is_safe(ctx: Context, expr: n.Node, depth: int) -> bool:
     return all(is_safe(ctx, value, depth + 1) for value in variable.values)
 
 
-def safe_hook_argument(ctx: Context, variable: Variable) -> bool:
+def safe_hook_argument(ctx: LintContext, variable: Variable) -> bool:
     """Whether `variable` is a hook parameter receiving the container id or a numeric id."""
     function = variable.scope.function
     hook = ctx.hook_functions.get(function) if function is not None else None
@@ -219,7 +221,7 @@ def safe_hook_argument(ctx: Context, variable: Variable) -> bool:
     return position < len(params) and params[position] in SAFE_HOOK_ARGUMENTS
 
 
-def format_call(ctx: Context, expr: n.Node) -> tuple[n.Node, list[n.Node]] | None:
+def format_call(ctx: LintContext, expr: n.Node) -> tuple[n.Node, list[n.Node]] | None:
     """(format string, arguments) of `string.format(f, ...)` or `f:format(...)`."""
     if ctx.library_call(expr) == ("string", "format") and isinstance(expr, n.Call) and expr.args:
         return expr.args[0], expr.args[1:]

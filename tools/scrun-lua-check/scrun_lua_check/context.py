@@ -63,7 +63,9 @@ class Definition:
 
 
 @dataclass
-class Context:
+class LintContext:
+    """One script under check: its tree and facts, and the diagnostics the checks report."""
+
     path: str
     chunk: n.Chunk
     scopes: ScopeInfo

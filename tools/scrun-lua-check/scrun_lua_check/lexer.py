@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from scrunlib.lua import api
+
 KEYWORDS = frozenset((
     "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if",
     "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while",
@@ -86,9 +88,7 @@ class Lexer:
         self.line_start = 0
         self.tokens: list[Token] = []
         self.comments: list[Comment] = []
-        if source.startswith("#"):  # luaL_loadfile skips a first line starting with '#'
-            end = source.find("\n")
-            self.pos = len(source) if end < 0 else end
+        self.pos = api.shebang_length(source)
 
     @property
     def col(self) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from scrun_lua_check.checks import run_checks
 from scrun_lua_check.codes import matches
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import LintContext
 from scrun_lua_check.lexer import Comment, LuaSyntaxError
 from scrun_lua_check.luaenv import CompileError, lua_env
 from scrun_lua_check.parser import parse
@@ -47,7 +47,7 @@ def lint(path: str, source: bytes) -> list[Diagnostic]:
         return [syntax_error(path, text, compile_error, error)]
     if compile_error is not None:
         return [syntax_error(path, text, compile_error, None)]
-    ctx = Context(path, chunk, resolve(chunk), lua_env())
+    ctx = LintContext(path, chunk, resolve(chunk), lua_env())
     run_checks(ctx)
     return sorted(set(suppress(ctx.diagnostics, comments)))
 

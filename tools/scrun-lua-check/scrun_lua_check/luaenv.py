@@ -57,9 +57,7 @@ class LuaEnv:
 
     def compile_error(self, source: bytes) -> CompileError | None:
         """Compile `source` as Lua would load scrun.lua; None when it compiles."""
-        if source.startswith(b"#"):  # luaL_loadfile skips a '#' first line; keep line numbers
-            newline = source.find(b"\n")
-            source = b"" if newline < 0 else source[newline:]
+        source = source[api.shebang_length(source) :]
         result = new_runtime().globals().load(source, "=" + CHUNK_NAME)
         if not isinstance(result, tuple):  # lupa: one value (the function) on success
             return None

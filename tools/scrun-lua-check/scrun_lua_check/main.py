@@ -15,7 +15,7 @@ from importlib import metadata
 from typing import NoReturn
 
 from scrunlib import siteconfig
-from scrunlib.errors import ScrunError, UsageError
+from scrunlib.errors import ScrunError, UsageError, print_error
 from scrunlib.lua.stage import find_script
 
 from scrun_lua_check.codes import CODES, matches
@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     try:
         code = run(sys.argv[1:] if argv is None else argv)
     except ScrunError as exc:
-        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+        print_error(PROG, exc.message)
         code = EXIT_ERRORS
     except BrokenPipeError:  # `scrun-lua-check ... | head`: the reader has seen enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

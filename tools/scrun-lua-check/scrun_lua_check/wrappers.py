@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from scrun_lua_check import nodes as n
 from scrun_lua_check.commandtext import analyse
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import LintContext
 
 MAX_ROUNDS = 5  # wrappers of wrappers of ...: how deep to look
 
@@ -38,7 +38,7 @@ class CommandUse:
     status: bool  # its first result is the command's exit status (the slurm commands)
 
 
-def command_uses(ctx: Context) -> list[CommandUse]:
+def command_uses(ctx: LintContext) -> list[CommandUse]:
     """Every call in the script that runs a shell command."""
     wrappers: dict[n.Function, Wrapper] = {}
     for _ in range(MAX_ROUNDS):
@@ -49,7 +49,7 @@ def command_uses(ctx: Context) -> list[CommandUse]:
 
 
 def command_use(
-    ctx: Context, call: n.Node, wrappers: dict[n.Function, Wrapper]
+    ctx: LintContext, call: n.Node, wrappers: dict[n.Function, Wrapper]
 ) -> CommandUse | None:
     if not isinstance(call, n.Call) or not call.args:
         return None
@@ -70,7 +70,7 @@ def command_use(
     return CommandUse(call, described, wrapper.runs, commands, wrapper.status)
 
 
-def called_function(ctx: Context, call: n.Call) -> n.Function | None:
+def called_function(ctx: LintContext, call: n.Call) -> n.Function | None:
     """The function literal a call of a plain name surely calls: a local bound once to a
     function, or a global the script defines exactly once."""
     if not isinstance(call.func, n.Name):
@@ -83,7 +83,7 @@ def called_function(ctx: Context, call: n.Call) -> n.Function | None:
     return found[0] if len(found) == 1 else None
 
 
-def learn(ctx: Context, uses: list[CommandUse], wrappers: dict[n.Function, Wrapper]) -> bool:
+def learn(ctx: LintContext, uses: list[CommandUse], wrappers: dict[n.Function, Wrapper]) -> bool:
     """Add what `uses` show about wrappers; whether anything new was learnt."""
     changed = False
     for use in uses:
@@ -108,7 +108,7 @@ def learn(ctx: Context, uses: list[CommandUse], wrappers: dict[n.Function, Wrapp
     return changed
 
 
-def returns_status(ctx: Context, function: n.Function, uses: list[CommandUse]) -> bool:
+def returns_status(ctx: LintContext, function: n.Function, uses: list[CommandUse]) -> bool:
     """Whether `function` returns the STATUS of a command: the call itself, or a local that
     received it."""
     status_calls = {use.call for use in uses if use.status}

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import scrunlib
 from scrunlib import bundle as bundles
 from scrunlib import jobenv, log, siteconfig, spool
-from scrunlib.errors import LuaError, ScrunError, UsageError
+from scrunlib.errors import ScrunError, UsageError, print_error
 from scrunlib.lua.stage import (
     LogRecord,
     StageContext,
@@ -32,7 +32,7 @@ from scrunlib.lua.stage import (
 from scrunlib.slurm import Slurm, cluster_name
 from scrunlib.slurm_version import SlurmVersion
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOAD = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED = 0, 1
 
 DESCRIPTION = """\
 Run the site's scrun.lua stage functions for a bundle, outside podman, and report what
@@ -59,7 +59,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (and still exit status 2)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        print_error(self.prog, message)
+        self.exit(UsageError.exit_code)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -180,12 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.configure(log.LogSettings(stderr=_stderr_level(args.verbose), program="scrun-stage"))
     try:
         report = run(args)
-    except LuaError as exc:
-        return _fail(exc.message, EXIT_LOAD)
-    except UsageError as exc:
-        return _fail(exc.message, EXIT_USAGE)
-    except ScrunError as exc:
-        return _fail(exc.message, EXIT_FAILED)
+    except ScrunError as exc:  # UsageError 2, LuaLoadError 3, the others 1
+        print_error("scrun-stage", exc.message)
+        return exc.exit_code
     sys.stdout.write(render_json(report) if args.format == "json" else render_text(report))
     return report.exit_status
 
@@ -216,7 +214,7 @@ def run(args: argparse.Namespace) -> Report:
         job_id = slurm.allocate("scrun-stage", container_id, args.salloc_arg).job_id
     try:
         container_spool = spool.Spool(args.root or spool.default_root(os.environ), container_id)
-        job_env, job_env_source = job_environment(bundle, container_spool, job_id, slurm)
+        job_env, job_env_source = job_env_and_source(bundle, container_spool, job_id, slurm)
         ctx = StageContext.for_container(
             bundle, container_spool, job_id=job_id, job_env=job_env, orig_bundle=bundle.path
         )
@@ -282,7 +280,7 @@ def _existing_job(args: argparse.Namespace) -> int | None:
     raise UsageError("no job: give --job-id N, --allocate, or run inside a job")
 
 
-def job_environment(
+def job_env_and_source(
     bundle: bundles.Bundle, container_spool: spool.Spool, job_id: int, slurm: Slurm
 ) -> tuple[dict[str, str], str]:
     """The job env the hooks and their commands see, built by the anchor's own code
@@ -411,11 +409,6 @@ def _normalized(text: str) -> str:
 
 def _stderr_level(verbose: int) -> int:
     return min(log.INFO + verbose - 1, log.LEVELS["debug5"]) if verbose else 0
-
-
-def _fail(message: str, status: int) -> int:
-    sys.stderr.write(f"scrun-stage: error: {message}\n")
-    return status
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from scrunlib.siteconfig import SiteConfig
 
 
-class Context:
+class CommandContext:
+    """What `scrun`'s global options and environment give every runtime command."""
+
     def __init__(
         self,
         root_option: str | None,

@@ -9,7 +9,6 @@ On failure nothing is left: the anchor ends any job it got, we remove the spool 
 from __future__ import annotations
 
 import os
-import pwd
 import sys
 from collections.abc import Sequence
 
@@ -19,8 +18,9 @@ from scrunlib.launch import Launch, read_report
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
+from scrunlib.users import user_name
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 
 TYPE_CHECKING = False  # `scrun create` is on the hot path: no typing at run time
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def anchor_command() -> list[str]:
 
 
 def create_container(
-    ctx: Context,
+    ctx: CommandContext,
     container_id: str,
     bundle_path: str | None,
     pid_file: str | None,
@@ -96,7 +96,7 @@ def create_container(
             rootfs=bundle.rootfs,
             oci_version=bundle.oci_version,
             annotations=bundle.annotations,
-            owner=_user_name(),
+            owner=user_name(os.getuid()) or str(os.getuid()),
         ).save(spool)
         return _launch_anchor(
             ctx,
@@ -112,15 +112,8 @@ def create_container(
         raise
 
 
-def _user_name() -> str:
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return str(os.getuid())
-
-
 def _launch_anchor(
-    ctx: Context,
+    ctx: CommandContext,
     spool: Spool,
     bundle_path: str,
     bundle_is_cwd: bool,
@@ -161,7 +154,7 @@ def _launch_anchor(
 
 
 def create_from_options(
-    ctx: Context, container_id: str, values: dict[str, Any], *, foreground: bool = False
+    ctx: CommandContext, container_id: str, values: dict[str, Any], *, foreground: bool = False
 ) -> int:
     """create_container with the options `create` and `run` share (OPTIONS)."""
     return create_container(
@@ -175,7 +168,7 @@ def create_from_options(
     )
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="create")
     (container_id,) = one_id(words, "create")
     create_from_options(ctx, container_id, values)

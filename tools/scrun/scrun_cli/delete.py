@@ -20,7 +20,7 @@ from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, process_alive
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 
 OPTIONS = (Opt("force", "f", help="succeed even if the container does not exist"),)
 USAGE = usage_text(
@@ -40,7 +40,7 @@ def wait_gone(pid: int, start_time: int | None, timeout: float) -> bool:
     return True
 
 
-def stop_anchor(ctx: Context, state: ContainerState) -> None:
+def stop_anchor(ctx: CommandContext, state: ContainerState) -> None:
     """SIGTERM makes the anchor end the step and job, stage out and exit; a stuck anchor
     gets SIGKILL and the leftovers are then ended by `release_leftovers`."""
     os.kill(state.anchor_pid, signal.SIGTERM)
@@ -51,7 +51,7 @@ def stop_anchor(ctx: Context, state: ContainerState) -> None:
         wait_gone(state.anchor_pid, state.anchor_start_time, 5)
 
 
-def release_leftovers(ctx: Context, spool: Spool, state: ContainerState) -> None:
+def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
     """After an anchor died without cleaning up: end our step's srun, stage out (while the
     job still runs, as the anchor would have), end our job."""
     if process_alive(state.step_pid, state.step_start_time) and state.step_pid:
@@ -73,7 +73,7 @@ def release_leftovers(ctx: Context, spool: Spool, state: ContainerState) -> None
     log.verbose(f"delete: ended job {state.job_id} left by a dead anchor")
 
 
-def delete_container(ctx: Context, spool: Spool, state: ContainerState) -> None:
+def delete_container(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
     if state.anchor_alive():
         stop_anchor(ctx, state)
         try:
@@ -84,7 +84,7 @@ def delete_container(ctx: Context, spool: Spool, state: ContainerState) -> None:
     spool.remove()
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="delete")
     (container_id,) = one_id(words, "delete")
     spool = ctx.spool(container_id)

@@ -15,10 +15,11 @@ from collections.abc import Sequence
 
 from scrunlib import exec_process, procio
 from scrunlib.errors import InvalidInput, StateError, UsageError
+from scrunlib.files import write_atomically
 from scrunlib.options import Opt, parse, usage_text
 from scrunlib.state import ContainerState, Status, shell_exit_code
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 
 OPTIONS = (
     Opt("process", "p", value=True, metavar="FILE", help="the process (OCI JSON) to run"),
@@ -66,7 +67,7 @@ def _process(values: dict[str, object], command: list[str]) -> exec_process.Exec
     )
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     # options end at the container id: what follows is the command and its own options
     values, words = parse(argv, OPTIONS, USAGE, what="exec", stop_at_first_word=True)
     if not words:
@@ -110,7 +111,7 @@ def run(ctx: Context, argv: Sequence[str]) -> int:
     if pty_slave is not None:
         os.close(pty_slave)
     if values.get("pid-file"):
-        procio.write_pid_file(os.path.abspath(str(values["pid-file"])), step.pid)
+        write_atomically(os.path.abspath(str(values["pid-file"])), str(step.pid))
     if values.get("detach"):
         return 0
     return shell_exit_code(step.wait())

@@ -16,7 +16,7 @@ from scrunlib import OCI_VERSION, __version__
 from scrunlib.errors import UsageError
 from scrunlib.options import parse, usage_text
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 from scrun_cli.main import COMMANDS, NOT_SUPPORTED
 
 TYPE_CHECKING = False
@@ -53,7 +53,7 @@ def document() -> dict[str, Any]:
     }
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     _, words = parse(argv, (), USAGE, what="features")
     if words:
         raise UsageError(f"features: unexpected argument {words[0]!r}")

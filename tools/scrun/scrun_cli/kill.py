@@ -10,7 +10,7 @@ from scrunlib.errors import InvalidInput
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.state import ContainerState, Status
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 
 OPTIONS = (Opt("all", "a", ignored=True, help="signal all processes (always the case)"),)
 USAGE = usage_text(
@@ -37,7 +37,7 @@ def parse_signal(text: str) -> int:
         raise InvalidInput(f"invalid signal {text!r}") from None
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     _, words = parse(argv, OPTIONS, USAGE, what="kill")
     container_id, *rest = one_id(words, "kill", extra="SIGNAL")
     number = parse_signal(rest[0]) if rest else int(signal.SIGTERM)

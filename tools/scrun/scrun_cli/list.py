@@ -13,7 +13,7 @@ from scrunlib.errors import ScrunError, UsageError
 from scrunlib.options import Opt, parse, usage_text
 from scrunlib.state import ContainerState
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def table(rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="list")
     if words:
         raise UsageError(f"list: unexpected argument {words[0]!r}")

@@ -18,7 +18,7 @@ from scrunlib.errors import ScrunError, UsageError
 from scrunlib.log import LogSettings, parse_level
 from scrunlib.options import HelpRequested, Opt, parse, usage_text
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 
 TYPE_CHECKING = False  # typing costs milliseconds on every call
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def _normalise_rootless(argv: list[str]) -> list[str]:
     return result
 
 
-def _context(values: dict[str, Any]) -> Context:
+def _context(values: dict[str, Any]) -> CommandContext:
     environ = dict(os.environ)
     settings = LogSettings.from_env(environ)
     settings.stderr += int(values.get("verbose", 0) or 0)
@@ -117,7 +117,7 @@ def _context(values: dict[str, Any]) -> Context:
     settings.log_format = log_format
     settings.log_file = str(values["log"]) if values.get("log") else None
     log.configure(settings)
-    return Context(
+    return CommandContext(
         root_option=str(values["root"]) if values.get("root") else None,
         slurm_conf_option=str(values["slurm-conf"]) if values.get("slurm-conf") else None,
         log_settings=settings,

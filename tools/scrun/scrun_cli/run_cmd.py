@@ -16,7 +16,7 @@ from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, shell_exit_code
 
 from scrun_cli import create
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 from scrun_cli.delete import delete_container
 
 OPTIONS = (
@@ -34,7 +34,7 @@ USAGE = usage_text(
 )
 
 
-def _start(ctx: Context, spool: Spool) -> None:
+def _start(ctx: CommandContext, spool: Spool) -> None:
     """Start the created container; if that fails, delete it (nothing is left)."""
     try:
         protocol.request(spool.socket, {"op": "start"})
@@ -43,7 +43,7 @@ def _start(ctx: Context, spool: Spool) -> None:
         raise
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="run")
     (container_id,) = one_id(words, "run")
     anchor = create.create_from_options(

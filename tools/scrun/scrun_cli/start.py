@@ -10,7 +10,7 @@ from scrunlib.errors import StateError
 from scrunlib.options import one_id, parse, usage_text
 from scrunlib.state import ContainerState, Status
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 
 USAGE = usage_text(
     "scrun start CONTAINER-ID",
@@ -19,7 +19,7 @@ USAGE = usage_text(
 )
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     _, words = parse(argv, (), USAGE, what="start")
     (container_id,) = one_id(words, "start")
     spool = ctx.spool(container_id)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from scrunlib.options import one_id, parse, usage_text
 from scrunlib.state import ContainerState
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 
 USAGE = usage_text(
     "scrun state CONTAINER-ID",
@@ -19,7 +19,7 @@ USAGE = usage_text(
 )
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     _, words = parse(argv, (), USAGE, what="state")
     (container_id,) = one_id(words, "state")
     state = ContainerState.load(ctx.spool(container_id))

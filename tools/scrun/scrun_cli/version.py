@@ -10,12 +10,12 @@ from scrunlib import OCI_VERSION, __version__
 from scrunlib.errors import ScrunError
 from scrunlib.options import parse, usage_text
 
-from scrun_cli.context import Context
+from scrun_cli.context import CommandContext
 
 USAGE = usage_text("scrun version", "Print scrun's, the OCI spec's and Slurm's versions.", ())
 
 
-def slurm_version(ctx: Context) -> str:
+def slurm_version(ctx: CommandContext) -> str:
     """`srun --version` of the Slurm scrun would use, or why it cannot be found."""
     try:
         srun = ctx.site.command("srun")
@@ -35,7 +35,7 @@ def slurm_version(ctx: Context) -> str:
     return words[-1] if done.returncode == 0 and words else "unknown"
 
 
-def run(ctx: Context, argv: Sequence[str]) -> int:
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     parse(argv, (), USAGE, what="version")
     sys.stdout.write(
         f"scrun version {__version__}\nspec: {OCI_VERSION}\nslurm: {slurm_version(ctx)}\n"

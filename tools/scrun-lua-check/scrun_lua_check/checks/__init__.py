@@ -20,9 +20,9 @@ from scrun_lua_check.checks.variables import (
     check_unused,
     check_unused_values,
 )
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import LintContext
 
-CHECKS: tuple[Callable[[Context], None], ...] = (
+CHECKS: tuple[Callable[[LintContext], None], ...] = (
     check_globals,
     check_library_fields,
     check_unused,
@@ -42,6 +42,6 @@ CHECKS: tuple[Callable[[Context], None], ...] = (
 )
 
 
-def run_checks(ctx: Context) -> None:
+def run_checks(ctx: LintContext) -> None:
     for check in CHECKS:
         check(ctx)

@@ -8,12 +8,12 @@ for the script's own wrapper that returns their STATUS (scrun_lua_check.wrappers
 from __future__ import annotations
 
 from scrun_lua_check import nodes as n
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import LintContext
 from scrun_lua_check.scope import read_later
 from scrun_lua_check.wrappers import status_destination
 
 
-def check_command_results(ctx: Context) -> None:
+def check_command_results(ctx: LintContext) -> None:
     for use in ctx.command_uses:
         if not use.status:
             continue
@@ -35,7 +35,7 @@ def check_command_results(ctx: Context) -> None:
             )
 
 
-def status_targets(ctx: Context) -> set[n.Node]:
+def status_targets(ctx: LintContext) -> set[n.Node]:
     """Targets that receive the STATUS of a command (W802 speaks for them)."""
     found: set[n.Node] = set()
     for use in ctx.command_uses:
@@ -45,7 +45,7 @@ def status_targets(ctx: Context) -> set[n.Node]:
     return found
 
 
-def status_read(ctx: Context, target: n.Name | n.LocalName) -> bool:
+def status_read(ctx: LintContext, target: n.Name | n.LocalName) -> bool:
     """Whether the value stored into `target` can be read later (`_`-names mean 'ignored')."""
     if target.name.startswith("_"):
         return True

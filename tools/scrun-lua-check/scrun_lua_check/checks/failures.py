@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from scrun_lua_check import nodes as n
 from scrun_lua_check.checks.returns import terminates
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import LintContext
 from scrun_lua_check.scope import Variable
 from scrun_lua_check.wrappers import called_function
 
@@ -20,7 +20,7 @@ from scrun_lua_check.wrappers import called_function
 Path = tuple[Variable | str, ...]
 
 
-def check_ignored_failures(ctx: Context) -> None:
+def check_ignored_failures(ctx: LintContext) -> None:
     wrapped = {use.call for use in ctx.command_uses}  # W801 speaks for those
     for node in ctx.all_nodes:
         if not isinstance(node, n.CallStat) or not isinstance(node.call, n.Call):
@@ -54,7 +54,7 @@ def failure_value(failure: n.Return) -> str:
     return "nil" if isinstance(n.unparen(failure.values[0]), n.Nil) else "false"
 
 
-def check_nil_checks(ctx: Context) -> None:
+def check_nil_checks(ctx: LintContext) -> None:
     checked = nil_checked(ctx)
     reported: set[tuple[n.Function | None, Path]] = set()
     for node in ctx.all_nodes:
@@ -76,7 +76,7 @@ def check_nil_checks(ctx: Context) -> None:
         )
 
 
-def path_of(ctx: Context, node: n.Node) -> Path | None:
+def path_of(ctx: LintContext, node: n.Node) -> Path | None:
     """The key path of `a.b["c"]` (a local or global `a`, static keys), else None."""
     node = n.unparen(node)
     if isinstance(node, n.Name):
@@ -89,7 +89,7 @@ def path_of(ctx: Context, node: n.Node) -> Path | None:
     return None
 
 
-def tested(ctx: Context, cond: n.Node) -> list[tuple[Path, bool]]:
+def tested(ctx: LintContext, cond: n.Node) -> list[tuple[Path, bool]]:
     """The fields `cond` tests for nil: (path, True when `cond` being true means non-nil)."""
     cond = n.unparen(cond)
     if isinstance(cond, n.BinOp) and cond.op in ("==", "~="):
@@ -118,7 +118,7 @@ def conditions(node: n.Node) -> list[n.Node]:
     return []
 
 
-def nil_checked(ctx: Context) -> dict[Path, int]:
+def nil_checked(ctx: LintContext) -> dict[Path, int]:
     """Every field the script compares with nil or tests for truth, with the first line."""
     found: dict[Path, int] = {}
     for node in ctx.all_nodes:
@@ -128,7 +128,7 @@ def nil_checked(ctx: Context) -> dict[Path, int]:
     return found
 
 
-def implies(ctx: Context, cond: n.Node, path: Path, non_nil: bool) -> bool:
+def implies(ctx: LintContext, cond: n.Node, path: Path, non_nil: bool) -> bool:
     """Whether `cond` being true means the field at `path` is non-nil (or nil)."""
     cond = n.unparen(cond)
     if isinstance(cond, n.BinOp) and cond.op == ("and" if non_nil else "or"):
@@ -136,7 +136,7 @@ def implies(ctx: Context, cond: n.Node, path: Path, non_nil: bool) -> bool:
     return any(tested_path == path and way == non_nil for tested_path, way in tested(ctx, cond))
 
 
-def guarded(ctx: Context, index: n.Index, path: Path) -> bool:
+def guarded(ctx: LintContext, index: n.Index, path: Path) -> bool:
     """Whether the code around `index` makes sure the field at `path` is not nil there."""
     child: n.Node = index
     parent = index.parent
@@ -157,7 +157,7 @@ def guarded(ctx: Context, index: n.Index, path: Path) -> bool:
     return False
 
 
-def guarded_branch(ctx: Context, statement: n.If, child: n.Node, path: Path) -> bool:
+def guarded_branch(ctx: LintContext, statement: n.If, child: n.Node, path: Path) -> bool:
     """Whether being in `child` (a branch, or a later condition) of `statement` means that
     the field at `path` is not nil."""
     for cond, block in statement.clauses:
@@ -170,7 +170,7 @@ def guarded_branch(ctx: Context, statement: n.If, child: n.Node, path: Path) -> 
     return False
 
 
-def settles(ctx: Context, statement: n.Node, path: Path) -> bool:
+def settles(ctx: LintContext, statement: n.Node, path: Path) -> bool:
     """Whether after `statement` the field at `path` is surely set: it is assigned, or an
     `if <nil> then ... end` that assigns it or leaves the function, or an `assert`."""
     if isinstance(statement, n.Assign):

@@ -10,10 +10,10 @@ from __future__ import annotations
 from scrunlib.lua import api
 
 from scrun_lua_check import nodes as n
-from scrun_lua_check.context import Context, closest
+from scrun_lua_check.context import LintContext, closest
 
 
-def check_hooks(ctx: Context) -> None:
+def check_hooks(ctx: LintContext) -> None:
     candidates = {d.name: d.node for d in reversed(ctx.definitions) if d.func is not None}
     for hook in api.HOOKS:
         definitions = [d for d in ctx.hook_definitions if d.name == hook.name]
@@ -38,7 +38,7 @@ def check_hooks(ctx: Context) -> None:
                 check_parameters(ctx, hook, definition.func)
 
 
-def check_parameters(ctx: Context, hook: api.Hook, func: n.Function) -> None:
+def check_parameters(ctx: LintContext, hook: api.Hook, func: n.Function) -> None:
     if func.is_vararg and not func.params:
         return
     names = [param.name for param in func.params]

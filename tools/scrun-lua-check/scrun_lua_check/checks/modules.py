@@ -9,10 +9,10 @@ from __future__ import annotations
 from scrunlib.lua import api
 
 from scrun_lua_check import nodes as n
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import LintContext
 
 
-def check_requires(ctx: Context) -> None:
+def check_requires(ctx: LintContext) -> None:
     for call in ctx.calls():
         if ctx.global_call(call) != "require" or not isinstance(call, n.Call) or not call.args:
             continue

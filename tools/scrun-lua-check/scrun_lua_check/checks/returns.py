@@ -8,10 +8,10 @@ result decides whether the script loads at all: non-zero is fatal for `scrun cre
 from __future__ import annotations
 
 from scrun_lua_check import nodes as n
-from scrun_lua_check.context import SLURM_CONSTANTS, Context
+from scrun_lua_check.context import SLURM_CONSTANTS, LintContext
 
 
-def terminates(ctx: Context, block: n.Block) -> bool:
+def terminates(ctx: LintContext, block: n.Block) -> bool:
     """Whether running `block` surely ends the function (return, error(), os.exit()).
 
     `goto` counts as ending it: the checker does not follow jumps and would rather stay
@@ -25,7 +25,7 @@ def terminates(ctx: Context, block: n.Block) -> bool:
     return False
 
 
-def statement_terminates(ctx: Context, statement: n.Node) -> bool:
+def statement_terminates(ctx: LintContext, statement: n.Node) -> bool:
     if isinstance(statement, (n.Return, n.Goto)):
         return True
     if isinstance(statement, n.CallStat):
@@ -68,7 +68,7 @@ def has_break(block: n.Node) -> bool:
     return False
 
 
-def constant_number(ctx: Context, node: n.Node) -> int | float | None:
+def constant_number(ctx: LintContext, node: n.Node) -> int | float | None:
     node = n.unparen(node)
     if isinstance(node, n.Number):
         return node.value
@@ -79,7 +79,7 @@ def constant_number(ctx: Context, node: n.Node) -> int | float | None:
     return SLURM_CONSTANTS.get(name) if name is not None else None
 
 
-def check_hook_returns(ctx: Context) -> None:
+def check_hook_returns(ctx: LintContext) -> None:
     for func, hook in ctx.hook_functions.items():
         if not terminates(ctx, func.body):
             ctx.report_at(
@@ -114,7 +114,7 @@ def always_runs(node: n.Node) -> bool:
     return isinstance(parent, n.Chunk)
 
 
-def check_chunk_return(ctx: Context) -> None:
+def check_chunk_return(ctx: LintContext) -> None:
     """A return that always runs decides whether the script loads; a conditional one is the
     script refusing to load on purpose (its own setup failed) and is left alone."""
     returns = [node for node in ctx.all_nodes if isinstance(node, n.Return) and always_runs(node)]

@@ -9,12 +9,12 @@ follow the data to the file, so it only looks for both ingredients somewhere in 
 from __future__ import annotations
 
 from scrun_lua_check import nodes as n
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import LintContext
 
 ENCODERS = ("encode", "to_json")  # json.encode, cjson.encode, slurm.to_json
 
 
-def check_root_path(ctx: Context) -> None:
+def check_root_path(ctx: LintContext) -> None:
     calls = [call for call in ctx.calls() if ctx.slurm_function(call) == "set_root_path"]
     if not calls:
         return

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from scrun_lua_check import nodes as n
 from scrun_lua_check.commandtext import DOUBLE_QUOTED, LUA_QUOTED, UNQUOTED, analyse
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import LintContext
 
 SAFE_FORM = "single quotes with each ' written as '\\'' (a shell_quote() helper)"
 WHY = {
@@ -25,7 +25,7 @@ WHY = {
 }
 
 
-def check_shell_splices(ctx: Context) -> None:
+def check_shell_splices(ctx: LintContext) -> None:
     for use in ctx.command_uses:
         found: dict[str, dict[str, None]] = {}
         for command in use.commands:

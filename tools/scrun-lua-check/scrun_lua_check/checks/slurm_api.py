@@ -10,12 +10,12 @@ from __future__ import annotations
 from scrunlib.lua import api
 
 from scrun_lua_check import nodes as n
-from scrun_lua_check.context import SLURM_FIELD_KINDS, Context, did_you_mean
+from scrun_lua_check.context import SLURM_FIELD_KINDS, LintContext, did_you_mean
 
 MULTI_VALUE = (n.Call, n.MethodCall, n.Vararg)
 
 
-def check_slurm_uses(ctx: Context) -> None:
+def check_slurm_uses(ctx: LintContext) -> None:
     for node in ctx.all_nodes:
         if isinstance(node, n.MethodCall) and ctx.scopes.is_global(node.obj, "slurm"):
             ctx.report(
@@ -36,7 +36,7 @@ def check_slurm_uses(ctx: Context) -> None:
             ctx.report(node, "E702", f"slurm.{key} does not exist (it is nil){hint}")
 
 
-def check_call(ctx: Context, call: n.Call, key: str) -> None:
+def check_call(ctx: LintContext, call: n.Call, key: str) -> None:
     function = api.FUNCTIONS.get(key)
     if function is None:
         if key in SLURM_FIELD_KINDS:

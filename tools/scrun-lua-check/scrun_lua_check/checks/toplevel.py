@@ -12,7 +12,7 @@ import os
 
 from scrun_lua_check import nodes as n
 from scrun_lua_check.commandtext import Text, pieces
-from scrun_lua_check.context import Context
+from scrun_lua_check.context import LintContext
 
 TOP_LEVEL_PRINT = (
     "print() at the top level writes to the output of `scrun create`, which the"
@@ -28,7 +28,7 @@ PRINTING_COMMANDS = frozenset(
 )
 
 
-def check_placement(ctx: Context) -> None:
+def check_placement(ctx: LintContext) -> None:
     check_calls(ctx)
     for use in ctx.command_uses:
         if use.name != "os.execute()":
@@ -48,7 +48,7 @@ def check_placement(ctx: Context) -> None:
             )
 
 
-def printing_program(ctx: Context, command: n.Node) -> str | None:
+def printing_program(ctx: LintContext, command: n.Node) -> str | None:
     """The program a command starts with when it is one that prints and its output is not
     redirected (no `>` in the command's text)."""
     parts = pieces(ctx, command, 0)
@@ -60,7 +60,7 @@ def printing_program(ctx: Context, command: n.Node) -> str | None:
     return program if program in PRINTING_COMMANDS else None
 
 
-def check_calls(ctx: Context) -> None:
+def check_calls(ctx: LintContext) -> None:
     for call in ctx.calls():
         top_level = call.function is None
         command = ctx.command_call(call)

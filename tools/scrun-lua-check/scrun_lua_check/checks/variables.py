@@ -12,7 +12,7 @@ from scrun_lua_check import nodes as n
 from scrun_lua_check.checks.commands import status_targets
 from scrun_lua_check.context import (
     HOOK_NAMES,
-    Context,
+    LintContext,
     closest,
     did_you_mean,
 )
@@ -21,7 +21,7 @@ from scrun_lua_check.scope import Variable, VarKind
 READ_ONLY = frozenset({"slurm"})
 
 
-def check_globals(ctx: Context) -> None:
+def check_globals(ctx: LintContext) -> None:
     known = ctx.lua.globals | READ_ONLY | HOOK_NAMES
     assigned = {
         name for name, accesses in ctx.scopes.globals.items() if any(a.write for a in accesses)
@@ -44,7 +44,7 @@ def check_globals(ctx: Context) -> None:
                 )
 
 
-def check_library_fields(ctx: Context) -> None:
+def check_library_fields(ctx: LintContext) -> None:
     """`string.fromat(...)`: a misspelt standard function is nil and fails when called."""
     for node in ctx.all_nodes:
         if not isinstance(node, n.Index) or not isinstance(node.obj, n.Name) or n.is_target(node):
@@ -60,7 +60,7 @@ def check_library_fields(ctx: Context) -> None:
             )
 
 
-def check_unused(ctx: Context) -> None:
+def check_unused(ctx: LintContext) -> None:
     for variable in ctx.scopes.variables:
         if variable.reads or variable.name.startswith("_") or variable.attrib == "close":
             continue
@@ -78,7 +78,7 @@ def check_unused(ctx: Context) -> None:
             ctx.report(variable.decl, "W211", f"unused {what}")
 
 
-def check_unused_values(ctx: Context) -> None:
+def check_unused_values(ctx: LintContext) -> None:
     """luacheck's W311: a value stored in a local that no path reads before it is overwritten
     or goes out of scope. Variables never read at all are W211/W231; command statuses W802."""
     skip = status_targets(ctx)
@@ -99,7 +99,7 @@ def check_unused_values(ctx: Context) -> None:
         ctx.report(target, "W311", what)
 
 
-def output_of(ctx: Context, target: n.Node) -> str | None:
+def output_of(ctx: LintContext, target: n.Node) -> str | None:
     """The command (as named in messages) whose OUTPUT, its second result, `target` receives."""
     statement = target.parent
     if isinstance(statement, n.Local):
@@ -115,12 +115,12 @@ def output_of(ctx: Context, target: n.Node) -> str | None:
     return next((use.name for use in ctx.command_uses if use.call is values[-1]), None)
 
 
-def holds_command_status(ctx: Context, variable: Variable) -> bool:
+def holds_command_status(ctx: LintContext, variable: Variable) -> bool:
     status_calls = {use.call for use in ctx.command_uses if use.status}
     return any(value in status_calls for value in variable.values)
 
 
-def check_shadowing(ctx: Context) -> None:
+def check_shadowing(ctx: LintContext) -> None:
     for shadowing in ctx.scopes.shadowings:
         variable, previous = shadowing.variable, shadowing.previous
         if variable.name.startswith("_"):

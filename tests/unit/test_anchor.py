@@ -1,0 +1,239 @@
+"""The anchor's create / serve / stop against a fake Slurm (pytest-subprocess).
+
+Every Slurm command the anchor runs must be registered here: an unexpected one fails the
+test. What is checked is what a user relies on: a failed create leaves no job and no
+socket, `start` runs the step it should, `kill` signals it, the end records the exit code
+and ends the job.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from scrun_anchor.anchor import Container, Creation
+from scrunlib.errors import InvalidInput, LuaError, SlurmError
+from scrunlib.siteconfig import SiteConfig
+from scrunlib.spool import Spool
+from scrunlib.state import ContainerState, Status
+
+JOB = 77
+RUNNING = f"JobId={JOB} JobName=scrun JobState=RUNNING NodeList=n1 NumNodes=1 NumCPUs=1"
+
+
+class Site:
+    """A site whose Slurm commands live in `bin` (pytest-subprocess answers for them)."""
+
+    def __init__(self, root: Path) -> None:
+        self.bin = root / "bin"
+        self.bin.mkdir()
+        for name in ("srun", "salloc", "scancel", "scontrol", "squeue"):
+            (self.bin / name).write_text("#!/bin/sh\nexit 99\n")
+            (self.bin / name).chmod(0o755)
+        (root / "etc").mkdir()
+        self.slurm_conf = root / "etc" / "slurm.conf"
+        self.slurm_conf.write_text("ClusterName=unit\n")
+        self.config = SiteConfig(bin_dir=str(self.bin), slurm_conf=str(self.slurm_conf))
+
+    def tool(self, name: str) -> str:
+        return str(self.bin / name)
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Site:
+    for name in list(os.environ):
+        if name.startswith(("SCRUN_", "SLURM_")):
+            monkeypatch.delenv(name)
+    return Site(tmp_path)
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    path = tmp_path / "bundle"
+    (path / "rootfs").mkdir(parents=True)
+    config = {"ociVersion": "1.0.2", "root": {"path": "rootfs"}, "process": {"args": ["true"]}}
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+@pytest.fixture
+def spool(tmp_path: Path, bundle: Path) -> Spool:
+    spool = Spool(str(tmp_path / "root"), "c1")
+    os.makedirs(spool.root)
+    spool.create()
+    ContainerState(id="c1", bundle=str(bundle), rootfs=str(bundle / "rootfs")).save(spool)
+    return spool
+
+
+def creation(site: Site, spool: Spool, bundle: Path) -> Creation:
+    return Creation(
+        spool=spool,
+        bundle_path=str(bundle),
+        config_file=None,
+        bundle_given=True,
+        pid_file=None,
+        console_socket=None,
+        slurm_conf_option=None,
+        site=site.config,
+        log_file=None,
+        log_format="json",
+    )
+
+
+# salloc as far as the anchor relies on it: run the holder after `--` in the job, then end
+# the job with its exit status (here: written beside the script).
+FAKE_SALLOC = f"""#!/bin/sh
+while [ "$1" != "--" ]; do shift; done; shift
+SLURM_JOB_ID={JOB} "$@"; echo $? > "$0.status"
+"""
+
+
+def expect_allocation(fp, site: Site, record: str = RUNNING) -> None:
+    """A real (fake) salloc; every other Slurm command answered by pytest-subprocess."""
+    (site.bin / "salloc").write_text(FAKE_SALLOC)
+    fp.allow_unregistered(True)
+    fp.register([site.tool("srun"), "--version"], stdout="slurm 22.05.8\n")
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=record + "\n")
+
+
+def job_status(site: Site) -> str:
+    """The exit status salloc ended the job with (a shell's report: 128+N for signal N)."""
+    return (site.bin / "salloc.status").read_text().strip()
+
+
+def saved(spool: Spool) -> ContainerState:
+    return ContainerState.load(spool)
+
+
+# -- create: each failure undoes what was done -------------------------------------------
+
+
+def test_a_bad_variable_fails_before_any_job(fp, site, spool, bundle, monkeypatch) -> None:
+    monkeypatch.setenv("SCRUN_TIMELIMIT", "soon")
+    fp.register([site.tool("srun"), "--version"], stdout="slurm 22.05.8\n")
+    with pytest.raises(InvalidInput, match="SCRUN_TIMELIMIT"):
+        creation(site, spool, bundle).create()
+    assert fp.call_count([site.tool("salloc"), fp.any()]) == 0
+    assert not os.path.exists(spool.socket)
+
+
+def test_a_refused_allocation_leaves_no_socket(fp, site, spool, bundle) -> None:
+    fp.register([site.tool("srun"), "--version"], stdout="slurm 22.05.8\n")
+    (site.bin / "salloc").write_text(
+        "#!/bin/sh\necho 'salloc: error: Job submit/allocate failed: "
+        "Invalid partition name specified' >&2\nexit 1\n"
+    )
+    fp.allow_unregistered(True)
+    with pytest.raises(SlurmError, match=r"allocation refused: .*Invalid partition"):
+        creation(site, spool, bundle).create()
+    assert not os.path.exists(spool.socket)
+    assert fp.call_count([site.tool("scancel"), fp.any()]) == 0  # there is no job to end
+
+
+@pytest.fixture(autouse=True)
+def quick_reap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake salloc never learns of a (faked) scancel: kill it at once."""
+    monkeypatch.setattr("scrun_anchor.anchor.REAP_SECONDS", 0.1)
+
+
+def test_a_job_that_ends_before_it_starts_is_cancelled(fp, site, spool, bundle) -> None:
+    expect_allocation(fp, site, record=f"JobId={JOB} JobState=CANCELLED")
+    fp.register([site.tool("scancel"), "--quiet", str(JOB)])
+    with pytest.raises(SlurmError, match="ended before it started"):
+        creation(site, spool, bundle).create()
+    assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 1
+    assert not os.path.exists(spool.socket)
+    assert saved(spool).job_id == JOB  # what `delete` would need, had the anchor died
+
+
+def test_a_failed_stage_in_is_staged_out_and_its_job_cancelled(
+    fp, site, spool, bundle, tmp_path
+) -> None:
+    marks = tmp_path / "marks"
+    (site.slurm_conf.parent / "scrun.lua").write_text(
+        f"""
+local function mark(text) local f = io.open("{marks}", "a"); f:write(text); f:close() end
+function slurm_scrun_stage_in() mark("in "); slurm.log_error("no room"); return slurm.ERROR end
+function slurm_scrun_stage_out() mark("out"); return slurm.SUCCESS end
+"""
+    )
+    expect_allocation(fp, site)
+    fp.register([site.tool("scancel"), "--quiet", str(JOB)])
+    with pytest.raises(LuaError, match=r"stage-in failed: .*no room"):
+        creation(site, spool, bundle).create()
+    assert marks.read_text() == "in out"
+    assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 1
+    assert not os.path.exists(spool.socket)
+
+
+# -- created: start, kill, the end -------------------------------------------------------
+
+
+@pytest.fixture
+def created(fp, site, spool, bundle) -> Container:
+    expect_allocation(fp, site)
+    container = creation(site, spool, bundle).create()
+    assert saved(spool).status is Status.CREATED and saved(spool).job_id == JOB
+    assert os.path.exists(spool.socket)
+    return container
+
+
+def step_argv(site: Site, bundle: Path) -> list[str]:
+    return [site.tool("srun"), "--jobid", str(JOB), "--job-name", "scrun", "--quiet",
+            "--export=NONE", "--container", str(bundle), "--", "true"]  # fmt: skip
+
+
+def test_start_launches_the_step(fp, site, spool, bundle, created) -> None:
+    fp.register(step_argv(site, bundle), wait=30)
+    assert created.handle({"op": "start"}) == {"ok": True}
+    assert fp.call_count(step_argv(site, bundle)) == 1
+    state = saved(spool)
+    assert state.status is Status.RUNNING and state.step_pid == created.step.pid
+    assert created.handle({"op": "start"}) == {"ok": True}  # again: nothing more to do
+    assert fp.call_count(step_argv(site, bundle)) == 1
+
+
+def test_kill_signals_the_step(fp, site, bundle, created) -> None:
+    fp.register(step_argv(site, bundle), wait=30)
+    created.handle({"op": "start"})
+    fp.register([site.tool("squeue"), fp.any()], stdout=f"{JOB}.0 scrun\n{JOB}.1 other\n")
+    fp.register([site.tool("scancel"), "--quiet", "--signal=10", f"{JOB}.0"])
+    assert created.handle({"op": "kill", "signal": 10}) == {"ok": True}
+    assert fp.call_count([site.tool("scancel"), "--quiet", "--signal=10", f"{JOB}.0"]) == 1
+
+
+def test_the_end_records_the_exit_code_and_ends_the_job(fp, site, spool, bundle, created) -> None:
+    fp.register(step_argv(site, bundle), returncode=3)
+    created.handle({"op": "start"})
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    assert created.stop() == 3
+    state = saved(spool)
+    assert (state.status, state.exit_code, state.job_ended) == (Status.STOPPED, 3, True)
+    assert state.error is None  # the container ended, not Slurm
+    assert job_status(site) == "3"  # salloc ended the job with the container's code
+    assert fp.call_count([site.tool("scancel"), fp.any()]) == 0
+    assert not os.path.exists(spool.socket)
+
+
+def test_a_job_slurm_ended_is_reported(fp, site, spool, bundle, created) -> None:
+    fp.register(step_argv(site, bundle), returncode=137)
+    created.handle({"op": "start"})
+    fp.register(
+        [site.tool("scontrol"), "-o", "show", "job", str(JOB)],
+        stdout=f"JobId={JOB} JobState=TIMEOUT",
+    )
+    assert created.stop() == 137
+    assert saved(spool).error == f"job {JOB} ended by Slurm: TIMEOUT"
+
+
+def test_kill_before_start_ends_the_container(fp, site, spool, created) -> None:
+    assert created.handle({"op": "kill", "signal": 15}) == {"ok": True}
+    assert created.stop_requested
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    assert created.stop() == 128 + 15
+    assert saved(spool).exit_code == 143
+    assert job_status(site) == "143"  # the holder killed itself with SIGTERM
+
+
+def test_unknown_requests_are_refused(created) -> None:
+    assert created.handle({"op": "pause"}) == {"ok": False, "error": "unknown request 'pause'"}
