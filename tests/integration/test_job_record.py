@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,19 +48,21 @@ def job_record(cluster: Cluster, container_id: str) -> dict[str, str]:
 def test_the_job_ends_with_the_containers_exit_code(
     cluster: Cluster,
     podman: Podman,
-    tmp_path: Path,
     no_leftovers: Callable[..., None],
     program: str,
     code: int,
     record: tuple[str, str],
 ) -> None:
-    cidfile = tmp_path / "cid"
-    done = scrun_podman(
-        podman, "run", "--rm", "--cidfile", str(cidfile), IMAGE, "sh", "-c", program
-    )
-    assert done.returncode == code, done.stderr
-    job = job_record(cluster, cidfile.read_text().strip())
-    assert (job["JobState"], job["ExitCode"]) == record, job
+    # no --rm: podman 5 removes the --cidfile with the container
+    name = f"scrun-record-{uuid.uuid4().hex[:10]}"
+    try:
+        done = scrun_podman(podman, "run", "--name", name, IMAGE, "sh", "-c", program)
+        assert done.returncode == code, done.stderr
+        cid = scrun_podman(podman, "inspect", "-f", "{{.ID}}", name).stdout.strip()
+        job = job_record(cluster, cid)
+        assert (job["JobState"], job["ExitCode"]) == record, job
+    finally:
+        scrun_podman(podman, "rm", "-f", "-t", "0", name)
 
 
 @pytest.fixture
