@@ -10,7 +10,8 @@
 #   SLURM_EXTRA_NODES (1)  extra nodes n1..nK, each its own `slurmd -N nK`, so tests can
 #                          run 2-node jobs
 #   SLURM_NODE_CPUS (8)    CPUs advertised per node (more than real is allowed)
-#   SCRUN_TEST_USER        non-root job user (default: the uid-1000 user, else "scruntest")
+#   SCRUN_TEST_USER, SCRUN_TEST_USER2  the two unprivileged test users (default scruntest,
+#                          scruntest2; made by harness/test-users.sh)
 #   SKIP_APT=1             never run apt-get (fail later if something is missing)
 #   SKIP_PODMAN=1          skip the podman part
 #
@@ -40,7 +41,8 @@ die() { log "ERROR: $*"; exit 1; }
 mkdir -p "$ETC" "$LOG" "$RUN/munge" "$STATE" "$SPOOL" "$OCIROOT"
 chmod 755 "$D" "$ETC" "$LOG" "$RUN" "$STATE" "$SPOOL"
 chmod 755 "$RUN/munge"    # munged refuses a group/other-writable socket dir
-chmod 1777 "$OCIROOT"     # crun --root for every job user (rootless crun)
+chmod 1777 "$OCIROOT"     # crun --root of every job user: OCIROOT/<uid> (see oci.conf)
+install -d -m 700 "$OCIROOT/0"
 # job users (uid != 0) must be able to traverse every parent of DIR
 p="$D"; while [ "$p" != / ]; do p="$(dirname "$p")"; [ -x "$p" ] || chmod o+x "$p"; done
 
@@ -55,26 +57,6 @@ if [ ! -s "$ETC/munge.key" ]; then
   fi
 fi
 chown root:root "$ETC/munge.key"; chmod 400 "$ETC/munge.key"
-
-# ------------------------------------------------------------------ test user
-# A non-root job user for tests. crun tries newuidmap (package uidmap) first; without
-# a /etc/subuid entry every rootless container prints a "newuidmap: ... not allowed"
-# line into the job's stderr, so give the user a range.
-TEST_USER="${SCRUN_TEST_USER:-$(getent passwd 1000 | cut -d: -f1 || true)}"
-[ -n "$TEST_USER" ] || TEST_USER=scruntest
-if ! id "$TEST_USER" >/dev/null 2>&1; then
-  log "creating test user $TEST_USER"
-  useradd -m -s /bin/bash "$TEST_USER"
-fi
-for f in /etc/subuid /etc/subgid; do
-  touch "$f"
-  if ! grep -q "^$TEST_USER:" "$f"; then
-    start="$(awk -F: 'BEGIN{m=100000} {e=$2+$3; if (e>m) m=e} END{print m}' "$f")"
-    echo "$TEST_USER:$start:65536" >>"$f"
-    log "added $TEST_USER:$start:65536 to $f"
-  fi
-done
-echo "$TEST_USER" >"$ETC/test-user.new" && mv "$ETC/test-user.new" "$ETC/test-user"
 
 # ------------------------------------------------------------------ test bundle
 # Tiny OCI bundle: busybox-static rootfs + a `crun spec --rootless`-like config without
@@ -201,11 +183,13 @@ EOF
 #  * RunTimeQuery prints {} once the container is gone, so slurmstepd's cleanup does not
 #    print "_try_parse: JSON parsing error" (into the job's output file for batch jobs).
 #  * a literal % must be written %% (an unknown %X is fatal in slurmstepd).
+#  * crun's --root is per user, under DIR/oci (%U is not a 22.05 pattern; the shell's
+#    $(id -u) is), so one user's container state is out of another's reach.
 cat >"$tmp/oci.conf" <<EOF
-RunTimeQuery="crun --rootless=true --root=$OCIROOT state %n.%u.%j.%s.%t 2>/dev/null || echo {}"
-RunTimeKill="crun --rootless=true --root=$OCIROOT kill -a %n.%u.%j.%s.%t KILL"
-RunTimeDelete="crun --rootless=true --root=$OCIROOT delete --force %n.%u.%j.%s.%t"
-RunTimeRun="exec crun --rootless=true --root=$OCIROOT run --bundle %b %n.%u.%j.%s.%t"
+RunTimeQuery="crun --rootless=true --root=$OCIROOT/\$(id -u) state %n.%u.%j.%s.%t 2>/dev/null || echo {}"
+RunTimeKill="crun --rootless=true --root=$OCIROOT/\$(id -u) kill -a %n.%u.%j.%s.%t KILL"
+RunTimeDelete="crun --rootless=true --root=$OCIROOT/\$(id -u) delete --force %n.%u.%j.%s.%t"
+RunTimeRun="exec crun --rootless=true --root=$OCIROOT/\$(id -u) run --bundle %b %n.%u.%j.%s.%t"
 EOF
 
 changed=0
@@ -284,8 +268,9 @@ for n in ${all_nodes//,/ }; do
 done
 log "slurm up: $(sinfo -h -o '%P %a %D %t %N' | tr '\n' ';')"
 
-# ------------------------------------------------------------------ podman
+# ------------------------------------------------------------------ podman, test users
 [ "${SKIP_PODMAN:-0}" = 1 ] || "$HARNESS/podman-setup.sh" "$D"
+"$HARNESS/test-users.sh" "$D"
 
 # ------------------------------------------------------------------ scrun site config
 # podman runs the runtime with an almost empty environment (no SLURM_CONF, sometimes no

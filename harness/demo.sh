@@ -29,3 +29,12 @@ say "podman stop -t 2 scrun-demo && podman rm scrun-demo"
 podman stop -t 2 scrun-demo >/dev/null && podman rm scrun-demo >/dev/null
 say "squeue   # nothing left"
 squeue
+
+if [ -n "${SCRUN_TEST_USER:-}" ]; then
+  say "su - $SCRUN_TEST_USER -c 'podman --runtime scrun run --rm localhost/busybox sh -c \"echo job \$SLURM_JOB_ID\"'   # rootless podman, an ordinary user"
+  out="$(su - "$SCRUN_TEST_USER" -c "podman --runtime scrun run --rm localhost/busybox sh -c 'echo job \$SLURM_JOB_ID'" 2>/dev/null)"
+  echo "$out"
+  job="${out#job }"
+  say "scontrol show job $job | grep UserId   # the job is the user's"
+  scontrol show job "$job" | grep -o 'UserId=[^ ]*'
+fi

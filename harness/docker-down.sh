@@ -4,7 +4,8 @@
 # first, since pids get reused). dockerd first: it stops its running containers (through
 # `scrun kill`/`delete`, so their Slurm jobs end) before it exits. TERM, then KILL after
 # 30 s (dockerd) / 10 s (containerd). Never kills by name. The image store in DIR/docker
-# stays for the next docker-up.sh. Exit 1 if one of them survived even SIGKILL.
+# stays for the next docker-up.sh. Also stops the test users' rootless dockerds
+# (DIR/run/ourpid.rootless-docker-USER). Exit 1 if one of them survived even SIGKILL.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 D="${1:-${SCRUN_CLUSTER_DIR:-/tmp/scrun-cluster}}"
@@ -45,6 +46,10 @@ stop_pidfile() { # stop_pidfile <pidfile> <cmdline-substring> <seconds before KI
 
 stop_pidfile "$RUN/ourpid.dockerd" dockerd 30
 stop_pidfile "$RUN/ourpid.containerd" containerd 10
+# the test users' rootless dockerds (harness/rootless-docker.sh), if a test run left one
+for pf in "$RUN"/ourpid.rootless-docker-*; do
+  [ -e "$pf" ] && stop_pidfile "$pf" dockerd 30
+done
 
 # A container shim outlives containerd by design. One still running serves a container
 # dockerd could not stop; it is ours only if its command line names OUR containerd socket.

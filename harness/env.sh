@@ -14,8 +14,9 @@ IFS=: read -ra parts <<<"$PATH"
 for p in "${parts[@]}"; do [ -n "$p" ] && [ "$p" != "$VENV/bin" ] && new_path+=":$p"; done
 case ":$new_path:" in *":/usr/sbin:"*) ;; *) new_path+=":/usr/sbin:/sbin" ;; esac
 
-test_user=""
+test_user="" test_user2=""
 [ -s "$ETC/test-user" ] && test_user="$(cat "$ETC/test-user")"
+[ -s "$ETC/test-user2" ] && test_user2="$(cat "$ETC/test-user2")"
 
 emit() { printf 'export %s=%q\n' "$1" "$2"; }
 emit SLURM_CONF "$ETC/slurm.conf"
@@ -26,5 +27,7 @@ emit SCRUN_TEST_BUNDLE "$BUNDLE"
 emit SCRUN_OCI_ROOT "$OCIROOT"
 # the private dockerd (harness/docker-up.sh; the docker tests start and stop it themselves)
 emit DOCKER_HOST "unix://$D/docker/docker.sock"
+# the two unprivileged users with rootless podman (harness/test-users.sh)
 [ -n "$test_user" ] && emit SCRUN_TEST_USER "$test_user"
+[ -n "$test_user2" ] && emit SCRUN_TEST_USER2 "$test_user2"
 emit PATH "$new_path"

@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(
   slurmctld slurmd slurm-client munge          # the cluster
   crun podman conmon netavark uidmap           # containers: Slurm's oci.conf and podman
-  docker.io                                    # docker tests: private dockerd + containerd
+  docker.io rootlesskit                        # docker tests: private dockerd + containerd, rootless dockerd
   busybox-static                               # rootfs of the test image and bundle
   lua5.4 lua-cjson                             # scrun.lua tests
   rsync tmux hyperfine                         # staging, tty tests, benchmarks

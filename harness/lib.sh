@@ -41,3 +41,39 @@ wait_for() {
     sleep 0.1
   done
 }
+
+# containers_conf HEADER: the containers.conf of the tests' podman (root's, through
+# CONTAINERS_CONF, and the test users' rootless ones), registering this checkout's scrun.
+# * default_ulimits: without CAP_SYS_RESOURCE, podman's default nofile/nproc of 1048576
+#   make crun fail ("setrlimit RLIMIT_NOFILE: Operation not permitted"): ask for what
+#   this machine allows.
+# * netns=host: no bridge and no firewall rules to set up or leave behind.
+# * runtime_supports_nocgroup is SINGULAR in podman 4.3 (the documented plural key is
+#   rejected: "Failed to decode the keys").
+# * runtime_supports_json: "scrun" gets --log-format=json --log <file>, like crun.
+# * network_backend: podman guesses otherwise, and on a new install it guessed CNI
+#   (whose plugins are not installed) and warned on every command.
+containers_conf() {
+  local nofile nproc hu
+  nofile="$(ulimit -Hn)"; [ "$nofile" = unlimited ] && nofile=1048576
+  nproc=32768; hu="$(ulimit -Hu)"
+  [ "$hu" != unlimited ] && [ "$hu" -lt "$nproc" ] && nproc="$hu"
+  cat <<EOF
+$1
+[containers]
+default_ulimits = ["nofile=${nofile}:${nofile}", "nproc=${nproc}:${nproc}"]
+netns = "host"
+
+[network]
+network_backend = "netavark"
+
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+runtime_supports_json = ["crun", "runc", "scrun"]
+runtime_supports_nocgroup = ["crun", "scrun"]
+
+[engine.runtimes]
+scrun = ["$VENV/bin/scrun"]
+EOF
+}

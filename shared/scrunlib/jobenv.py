@@ -19,6 +19,7 @@ from scrunlib.errors import SlurmError
 from scrunlib.job_options import ANNOTATION_PREFIX
 from scrunlib.slurm_version import SlurmVersion, supports_container_id
 from scrunlib.spool import Spool
+from scrunlib.userns import real_ids
 from scrunlib.users import group_name, user_name
 
 # An id that is not mapped in the user namespace shows as the kernel's overflow id.
@@ -71,13 +72,14 @@ def output_variables(
 ) -> dict[str, str]:
     """The SCRUN_* "script" variables for the job env: what scrun.lua, the allocator and
     remote commands and the container's srun see. The anchor is this process and its user
-    and group this process's, unless given. Unset strings are exported empty, except those
-    upstream leaves out (pid 0, unknown or nobody user/group, no --log; the log format only
-    with a log file). Annotations whose key or value cannot be part of an environment
-    variable are skipped."""
+    and group this process's real ones (scrunlib.userns), unless given. Unset strings are
+    exported empty, except those upstream leaves out (pid 0, unknown or nobody user/group,
+    no --log; the log format only with a log file). Annotations whose key or value cannot
+    be part of an environment variable are skipped."""
     anchor_pid = os.getpid() if anchor_pid is None else anchor_pid
-    uid = os.getuid() if uid is None else uid
-    gid = os.getgid() if gid is None else gid
+    real_uid, real_gid = real_ids()
+    uid = real_uid if uid is None else uid
+    gid = real_gid if gid is None else gid
     env = {
         "SCRUN_OCI_VERSION": bundle.oci_version,
         "SCRUN_CONTAINER_ID": spool.container_id,

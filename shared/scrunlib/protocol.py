@@ -96,4 +96,7 @@ def peer_uid(conn: socket.socket) -> int:
 
 
 def peer_allowed(conn: socket.socket) -> bool:
+    """The anchor's own user or root. The kernel gives the peer's uid as the anchor's user
+    namespace sees it: inside rootless podman's, uid 0 is the user, and any other user (the
+    host's root too) shows as the overflow uid and is refused."""
     return peer_uid(conn) in (0, os.getuid())

@@ -27,6 +27,7 @@ from scrunlib.slurm_version import (
     supports_container_id,
     version_string,
 )
+from scrunlib.userns import as_real_user
 
 JOB_TAG_PREFIX = "scrun:"
 
@@ -257,14 +258,15 @@ class Slurm:
         return self.site.command(name)
 
     def command(self, argv: Sequence[str]) -> Any:
-        """A plumbum command for `argv` with this cluster's SLURM_CONF."""
-        return local[argv[0]][list(argv[1:])].with_env(**self.env)
+        """A plumbum command for `argv` with this cluster's SLURM_CONF, as the real user."""
+        argv = as_real_user(argv)
+        return local[argv[0]][argv[1:]].with_env(**self.env)
 
     def popen(self, argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> Any:
         """Start `argv` with exactly `env` (plumbum always adds our own environment, and
-        srun takes SLURM_* variables from its environment as options)."""
+        srun takes SLURM_* variables from its environment as options). As the real user."""
         try:
-            return subprocess.Popen(list(argv), env=dict(env), **kwargs)
+            return subprocess.Popen(as_real_user(argv), env=dict(env), **kwargs)
         except OSError as exc:
             raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc
 
@@ -308,17 +310,14 @@ class Slurm:
 
         argv = salloc_argv(self.path("salloc"), job_name, container_id, options, self.version())
         with tempfile.TemporaryFile() as messages:  # salloc's own lines, for its errors
-            try:
-                process = subprocess.Popen(
-                    argv,
-                    env={**os.environ, **self.env},
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=messages,
-                    start_new_session=True,  # a process group to end, should it hang
-                )
-            except OSError as exc:
-                raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc
+            process = self.popen(
+                argv,
+                {**os.environ, **self.env},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=messages,
+                start_new_session=True,  # a process group to end, should it hang
+            )
             assert process.stdout is not None
             try:
                 line = process.stdout.readline()

@@ -17,6 +17,8 @@ import re
 from collections.abc import Mapping
 
 from scrunlib.errors import ContainerExists, InvalidInput, ScrunError, reason
+from scrunlib.ownership import check_private_dir
+from scrunlib.userns import real_ids
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 MAX_ID_LENGTH = 1024
@@ -42,11 +44,12 @@ def validate_id(container_id: str) -> str:
 
 def default_root(environ: Mapping[str, str]) -> str:
     """Every command agrees on this without being told (podman never passes --root):
-    `$XDG_RUNTIME_DIR/scrun` when set and non-empty, else `/run/user/<uid>/scrun`."""
+    `$XDG_RUNTIME_DIR/scrun` when set and non-empty, else `/run/user/<uid>/scrun`, with the
+    real uid (in rootless podman's user namespace, uid 0 is the user)."""
     runtime_dir = environ.get("XDG_RUNTIME_DIR")
     if runtime_dir:
         return os.path.join(runtime_dir, "scrun")
-    return f"/run/user/{os.getuid()}/scrun"
+    return f"/run/user/{real_ids()[0]}/scrun"
 
 
 def dir_name(container_id: str) -> str:
@@ -116,11 +119,13 @@ class Spool:
 
 
 def make_root(root: str) -> None:
-    """Create the runtime root (0700) and its parents when missing."""
+    """Create the runtime root (0700) and its parents when missing; refuse one that is not
+    the caller's private directory (scrunlib.ownership)."""
     try:
         os.makedirs(root, mode=0o700, exist_ok=True)
     except OSError as exc:
         raise ScrunError(f"cannot create runtime root {root}: {reason(exc)}") from exc
+    check_private_dir(root, "runtime root", missing_ok=False)
 
 
 def socket_address(path: str) -> tuple[str, int | None]:

@@ -1,5 +1,6 @@
 """Slurm command lines, composed as argument lists (checked with pytest-subprocess)."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -185,3 +186,30 @@ def test_ending_a_joined_job_cancels_only_our_steps(fp, slurm):
     client.end_container_job(9, existing_job=True, step_name="scrun-c1")
     assert fp.call_count([f"{bindir}/scancel", "--quiet", "9.3"]) == 1
     assert fp.call_count([f"{bindir}/scancel", fp.any()]) == 1  # not the job, not step 0
+
+
+def test_in_a_rootless_namespace_every_command_runs_as_the_real_user(fp, slurm, monkeypatch):
+    """Inside rootless podman (uid 0 = user 1001) salloc, srun and scancel go through
+    `unshare --map-user`: slurmctld refuses a request that names uid 0."""
+    from scrunlib import userns
+
+    monkeypatch.setattr(userns, "real_ids", lambda: (1001, 1002))
+    monkeypatch.setattr(userns, "in_other_identity", lambda: True)
+    client, bindir = slurm
+    as_user = [
+        fp.any(min=1, max=1),
+        "--user",
+        "--map-user=1001",
+        "--map-group=1002",
+        "--keep-caps",
+        "--",
+    ]
+    fp.register([*as_user, f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
+    fp.register([*as_user, f"{bindir}/salloc", fp.any()], stdout="8\n")  # the holder's line
+    fp.register([*as_user, f"{bindir}/scancel", "--quiet", "8"])
+    fp.register([*as_user, f"{bindir}/srun", "--jobid", "8"])
+    assert client.allocate("scrun", "c1", []).job_id == 8
+    client.cancel(8)
+    step = client.popen([f"{bindir}/srun", "--jobid", "8"], env={})
+    step.wait()
+    assert all(os.path.basename(call[0]) == "unshare" for call in fp.calls)

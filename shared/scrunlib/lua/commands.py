@@ -24,9 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scrunlib.errors import reason
+from scrunlib.errors import ScrunError, reason
 from scrunlib.lua.records import CommandKind
 from scrunlib.state import shell_exit_code
+from scrunlib.userns import as_real_user
 
 # Exit status reported when the command itself could not be started (a shell says the same).
 NOT_RUNNABLE = 127
@@ -86,8 +87,6 @@ class SubprocessRunner:
     def remote(
         self, script: str, env: Mapping[str, str], job_id: int, timeout: float
     ) -> tuple[int, str]:
-        from scrunlib.errors import ScrunError
-
         try:
             srun = self._srun_path()
         except ScrunError as exc:
@@ -110,13 +109,14 @@ class SubprocessRunner:
 
 
 def run_command(argv: list[str], env: Mapping[str, str], timeout: float) -> tuple[int, str]:
-    """Run `argv` in its own process group, stdin from /dev/null, output captured together.
+    """Run `argv` as the real user (scrunlib.userns) in its own process group, stdin from
+    /dev/null, output captured together.
 
     The own process group lets a timeout kill the whole pipeline a script may have started.
     """
     try:
         proc = subprocess.Popen(
-            argv,
+            as_real_user(argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -125,6 +125,8 @@ def run_command(argv: list[str], env: Mapping[str, str], timeout: float) -> tupl
         )
     except OSError as exc:
         return NOT_RUNNABLE, f"cannot run {argv[0]}: {reason(exc)}"
+    except ScrunError as exc:
+        return NOT_RUNNABLE, exc.message
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

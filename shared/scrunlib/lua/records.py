@@ -6,7 +6,6 @@ without loading Lua.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -63,16 +62,20 @@ class StageContext:
         job_env: Mapping[str, str],
         orig_bundle: str | None,
     ) -> StageContext:
-        """The hooks' arguments for a container of this process's user: the one way the
-        anchor, scrun-stage and scrun-lua-check build them."""
+        """The hooks' arguments for a container of this process's user (its real ids, also
+        inside rootless podman): the one way the anchor, scrun-stage and scrun-lua-check
+        build them."""
+        from scrunlib.userns import real_ids  # this module stays standard library only
+
+        user_id, group_id = real_ids()
         return cls(
             container_id=spool.container_id,
             bundle=bundle.path,
             spool_dir=spool.dir_for_scripts,
             config_file=bundle.config_file,
             job_id=job_id,
-            user_id=os.getuid(),
-            group_id=os.getgid(),
+            user_id=user_id,
+            group_id=group_id,
             job_env=[f"{name}={value}" for name, value in job_env.items()],
             root_path=bundle.rootfs,
             orig_bundle=orig_bundle,

@@ -30,10 +30,11 @@ from types import FrameType
 from typing import Any
 
 from scrunlib import bundle as bundles
-from scrunlib import job_options, jobenv, log, procio, protocol
+from scrunlib import job_options, jobenv, log, procio, protocol, userns
 from scrunlib.errors import ScrunError, SlurmError, StateError
 from scrunlib.files import write_atomically
 from scrunlib.lua.records import StageContext
+from scrunlib.ownership import check_job_owner
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Allocation, Slurm, StepCommand, cluster_name, step_argv
 from scrunlib.slurm_version import SlurmVersion
@@ -124,6 +125,8 @@ class Creation:
             log.info(f"ignoring unknown variable {name}{hint}")
         stager = load_stager(self.slurm, self.site)  # broken: fails before any job exists
         pty_slave = None
+        if stager is None:
+            userns.check_rootfs_visible(self.bundle.rootfs)
         if self.bundle.terminal and self.console_socket:
             pty_slave = procio.send_console(self.console_socket)
             undo.callback(os.close, pty_slave)
@@ -182,6 +185,7 @@ class Creation:
             state.step_name = f"scrun-{self.spool.path.rsplit('/', 1)[-1]}"
             undo.callback(_end_job, self.slurm, state, job_id)
             record = self.slurm.job_record(job_id)
+            check_job_owner(job_id, record)
             if record.get("JobState") != "RUNNING":
                 raise SlurmError(f"job {job_id} is not running ({record.get('JobState')})")
             state.save(self.spool)

@@ -29,6 +29,7 @@ from scrunlib.lua.stage import (
     SubprocessRunner,
     find_script,
 )
+from scrunlib.ownership import check_job_owner
 from scrunlib.slurm import Slurm, cluster_name
 from scrunlib.slurm_version import SlurmVersion
 
@@ -290,14 +291,16 @@ def job_env_and_source(
     Returns the env and where its SLURM_* part came from, for the report."""
     try:
         record = slurm.job_record(job_id)
-        slurm_part = jobenv.slurm_variables(record, cluster_name(slurm.slurm_conf))
-        source = f"scontrol show job {job_id}"
     except ScrunError as exc:
         log.verbose(f"no job record for job {job_id}: {exc.message}")
         slurm_part = {"SLURM_JOB_ID": str(job_id), "SLURM_JOBID": str(job_id)}
         if name := cluster_name(slurm.slurm_conf):
             slurm_part["SLURM_CLUSTER_NAME"] = name
         source = f"no job record ({exc.message}): SLURM_* variables incomplete"
+    else:
+        check_job_owner(job_id, record)  # never stage into another user's job
+        slurm_part = jobenv.slurm_variables(record, cluster_name(slurm.slurm_conf))
+        source = f"scontrol show job {job_id}"
     try:
         version: SlurmVersion | None = slurm.version()
     except ScrunError as exc:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from functools import cached_property
 
 from scrunlib.log import LogSettings
+from scrunlib.ownership import check_private_dir
 from scrunlib.spool import Spool, default_root, validate_id
 
 TYPE_CHECKING = False
@@ -41,13 +42,17 @@ class CommandContext:
 
     @cached_property
     def root(self) -> str:
-        if self.root_option:
-            return os.path.abspath(self.root_option)
-        return default_root(self.environ)
+        """The runtime root, refused when another user could have planted or changed it."""
+        option = self.root_option
+        root = os.path.abspath(option) if option else default_root(self.environ)
+        check_private_dir(root, "runtime root")
+        return root
 
     @property
     def slurm_conf(self) -> str:
         return self.site.slurm_conf_path(self.slurm_conf_option, self.environ)
 
     def spool(self, container_id: str) -> Spool:
-        return Spool(self.root, validate_id(container_id))
+        spool = Spool(self.root, validate_id(container_id))
+        check_private_dir(spool.path, "container directory")
+        return spool

@@ -18,6 +18,7 @@ from scrunlib.launch import Launch, read_report
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
+from scrunlib.userns import real_ids
 from scrunlib.users import user_name
 
 from scrun_cli.context import CommandContext
@@ -96,7 +97,7 @@ def create_container(
             rootfs=bundle.rootfs,
             oci_version=bundle.oci_version,
             annotations=bundle.annotations,
-            owner=user_name(os.getuid()) or str(os.getuid()),
+            owner=user_name(real_ids()[0]) or str(real_ids()[0]),
         ).save(spool)
         return _launch_anchor(
             ctx,

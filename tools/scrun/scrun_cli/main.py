@@ -17,6 +17,7 @@ from scrunlib import log
 from scrunlib.errors import ScrunError, UsageError
 from scrunlib.log import LogSettings, parse_level
 from scrunlib.options import HelpRequested, Opt, parse, usage_text
+from scrunlib.ownership import restrict_umask
 
 from scrun_cli.context import CommandContext
 
@@ -127,6 +128,7 @@ def _context(values: dict[str, Any]) -> CommandContext:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = _normalise_rootless(list(sys.argv[1:] if argv is None else argv))
+    restrict_umask()
     try:
         # The SCRUN_*DEBUG levels apply from the start (to the ignored-option debug lines);
         # -v, --debug and --log once the global options are known.

@@ -1,0 +1,142 @@
+"""Who the caller really is when scrun runs inside a rootless user namespace.
+
+Rootless podman (and rootless dockerd through rootlesskit) runs its OCI runtime in a user
+namespace where the user is uid 0 and the container's other ids map to the user's
+subordinate ids. munge vouches for the real uid, but salloc and srun also put their own
+getuid() (0) into the request, and slurmctld refuses: "Requested UID=0 doesn't match user
+UID=1000". So every command scrun and scrun.lua run goes through
+
+    unshare --user --map-user=<real uid> --map-group=<real gid> --keep-caps -- COMMAND...
+
+a child user namespace in which the real ids are the process's own. It stays in the
+caller's mount namespace, so the command sees the same files (a rootfs that podman mounted
+only there included). --keep-caps keeps the powers that podman's uid 0 had over the user's
+own files (only the user's ids are mapped there): the man page's scrun.lua removes its
+staged copy with `rm -r`, and an image's read-only directories (mode 0555) must not stop
+it. Over anyone else's files the command has no more rights than the real user.
+
+The real ids are our ids as the parent namespace sees them (/proc/self/uid_map and gid_map):
+rootless podman and docker are one namespace below the host. Outside a user namespace, and
+inside one that maps our ids to themselves, commands run as they are: the cost is one read
+of each map file per process. Inside, it is one more exec (unshare), under a millisecond.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Sequence
+
+from scrunlib.errors import InvalidInput, ScrunError
+
+UNSHARE_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
+
+
+def outside_id(id_map: str, inside: int) -> int | None:
+    """The parent namespace's id for `inside`, from the text of a uid_map/gid_map
+    (`inside outside count` per line); None when `inside` is not mapped."""
+    for line in id_map.splitlines():
+        fields = line.split()
+        if len(fields) != 3 or not all(field.isdigit() for field in fields):
+            continue
+        first, outside, count = (int(field) for field in fields)
+        if first <= inside < first + count:
+            return outside + inside - first
+    return None
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as stream:
+            return stream.read()
+    except OSError:
+        return ""  # no /proc: treated as no namespace
+
+
+@functools.cache
+def real_ids() -> tuple[int, int]:
+    """(uid, gid) of this process as the host sees them."""
+    uid, gid = os.getuid(), os.getgid()
+    real_uid = outside_id(_read("/proc/self/uid_map"), uid)
+    real_gid = outside_id(_read("/proc/self/gid_map"), gid)
+    return (uid if real_uid is None else real_uid, gid if real_gid is None else real_gid)
+
+
+def in_other_identity() -> bool:
+    """True inside a user namespace where we are not who the host thinks we are (rootless
+    podman's uid 0 is the real user)."""
+    return real_ids() != (os.getuid(), os.getgid())
+
+
+def real_root() -> bool:
+    """The host's root (not a user namespace's uid 0)."""
+    return real_ids()[0] == 0
+
+
+@functools.cache
+def _unshare() -> str:
+    for directory in UNSHARE_DIRS:
+        candidate = os.path.join(directory, "unshare")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise ScrunError(
+        "scrun runs in a user namespace (rootless podman or docker) and needs `unshare` "
+        "(util-linux) to run Slurm commands as the real user; it is not installed"
+    )
+
+
+def as_real_user(argv: Sequence[str]) -> list[str]:
+    """`argv`, run so that it has the real user's uid and gid (see the module's doc)."""
+    if not in_other_identity():
+        return list(argv)
+    uid, gid = real_ids()
+    return [
+        _unshare(),
+        "--user",
+        f"--map-user={uid}",
+        f"--map-group={gid}",
+        "--keep-caps",
+        "--",
+        *argv,
+    ]
+
+
+# Filesystems a rootless engine mounts a container's rootfs with, inside its own mount
+# namespace (podman's and rootlesskit's overlay, or fuse-overlayfs).
+NAMESPACE_ONLY_TYPES = frozenset({"overlay", "fuse.fuse-overlayfs", "fuse-overlayfs"})
+# mountinfo writes space, tab, newline and backslash in paths as \040 and the like.
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def mount_of(path: str, mountinfo: str) -> tuple[str, str]:
+    """(mount point, filesystem type) of the mount `path` lies on, from the text of
+    /proc/self/mountinfo (`id parent dev root POINT options... - TYPE source options`)."""
+    best = ("/", "")
+    for line in mountinfo.splitlines():
+        before, _, after = line.partition(" - ")
+        fields = before.split()
+        if len(fields) < 5 or not after:
+            continue
+        point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best[0]):
+            best = (point, after.split()[0])
+    return best
+
+
+def check_rootfs_visible(rootfs: str) -> None:
+    """Without scrun.lua the nodes run the rootfs where it is. Inside a rootless engine's
+    namespaces, an overlay mount of it exists only there: the nodes would see an empty
+    directory. Say so at create, before any job exists."""
+    if not in_other_identity():
+        return
+    point, fstype = mount_of(os.path.realpath(rootfs), _read("/proc/self/mountinfo"))
+    if point == "/" or fstype not in NAMESPACE_ONLY_TYPES:
+        return
+    raise InvalidInput(
+        f"the container's root filesystem {rootfs} is on a mount ({fstype}) that exists only "
+        "in rootless podman's or docker's own namespace, so the compute nodes cannot see it: "
+        "stage it with a scrun.lua beside slurm.conf, or keep images where the nodes can read "
+        "them (for example storage driver vfs on a shared filesystem)"
+    )

@@ -1,0 +1,141 @@
+"""The two unprivileged test users (harness/test-users.sh) and how tests act as them.
+
+Imported as `users` by the rootless and isolation tests (pytest puts this folder on
+sys.path). Every command runs through `su - USER -c SCRIPT`, as a person logging in would:
+a login environment without XDG_RUNTIME_DIR (there is no logind), the user's own
+~/.config/containers (which registers this checkout's scrun) and their own image store.
+"""
+
+from __future__ import annotations
+
+import pwd
+import shlex
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+IMAGE = "localhost/busybox"
+# Rootless podman on a host whose / is not a shared mount warns on every command.
+PODMAN_NOISE = '"/" is not a shared mount'
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    uid: int
+    gid: int
+    home: Path
+    slurm_conf: str
+
+    @classmethod
+    def named(cls, name: str, slurm_conf: str) -> User:
+        entry = pwd.getpwnam(name)
+        return cls(name, entry.pw_uid, entry.pw_gid, Path(entry.pw_dir), slurm_conf)
+
+    @property
+    def root(self) -> Path:
+        """scrun's default runtime root under this user's rootless podman."""
+        return Path(f"/run/user/{self.uid}/scrun")
+
+    def sh(
+        self,
+        script: str,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 180.0,
+        **kwargs: Any,
+    ) -> subprocess.CompletedProcess[str]:
+        """`script` in the user's login shell, with SLURM_CONF and `env` exported."""
+        exports = {"SLURM_CONF": self.slurm_conf, **(env or {})}
+        prefix = "".join(f"export {k}={shlex.quote(v)}; " for k, v in exports.items())
+        kwargs.setdefault("capture_output", True)
+        if "input" not in kwargs:
+            kwargs.setdefault("stdin", subprocess.DEVNULL)
+        return subprocess.run(
+            ["su", "-", self.name, "-c", prefix + script],
+            text=True,
+            timeout=timeout,
+            check=False,
+            **kwargs,
+        )
+
+    def podman(
+        self, *args: str, env: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> subprocess.CompletedProcess[str]:
+        """`podman --runtime scrun ARGS` as the user (rootless)."""
+        return self.sh(shlex.join(["podman", "--runtime", "scrun", *args]), env=env, **kwargs)
+
+    def jobs(self) -> dict[str, str]:
+        """This user's jobs that scrun made: job id → `user partition name`."""
+        done = self.sh("squeue -h -u $(id -u) -o '%i %u %P %j %k'", timeout=30)
+        assert done.returncode == 0, done.stderr
+        return {
+            line.split()[0]: " ".join(line.split()[1:4])
+            for line in done.stdout.splitlines()
+            if " scrun:" in line
+        }
+
+
+def errors(text: str) -> list[str]:
+    """stderr without rootless podman's mount-propagation warning."""
+    return [line for line in text.splitlines() if line.strip() and PODMAN_NOISE not in line]
+
+
+def anchors_of(uid: int) -> list[str]:
+    """`pid: command line` of this user's scrun-anchor processes."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            status = (proc / "status").read_text()
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # not a process, or gone meanwhile
+        real_uid = next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:"))
+        if int(real_uid) == uid and any(arg.endswith(b"/scrun-anchor") for arg in argv[:2]):
+            found.append(f"{proc.name}: {b' '.join(argv).decode(errors='replace')}")
+    return found
+
+
+def user_leftovers(*people: User) -> list[str]:
+    """What scrun should have cleaned up for these users: jobs it made, anchors, container
+    directories in their default roots."""
+    problems = []
+    for person in people:
+        problems += [f"job of {person.name}: {job}" for job in person.jobs()]
+        problems += [f"anchor of {person.name}: {line}" for line in anchors_of(person.uid)]
+        if person.root.is_dir():
+            problems += [
+                f"spool dir left: {d}" for d in sorted(person.root.iterdir()) if d.is_dir()
+            ]
+    return problems
+
+
+def assert_users_clean(*people: User, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (problems := user_leftovers(*people)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not problems, "leftovers after the test:\n  " + "\n  ".join(problems)
+
+
+def pick_users(exports: Mapping[str, str], slurm_conf: str) -> tuple[User, User]:
+    names = (exports.get("SCRUN_TEST_USER"), exports.get("SCRUN_TEST_USER2"))
+    if not all(names):
+        pytest.fail("make env names no SCRUN_TEST_USER/SCRUN_TEST_USER2 (harness/test-users.sh)")
+    first, second = (User.named(str(name), slurm_conf) for name in names)
+    return first, second
+
+
+def let_users_reach(path: Path) -> None:
+    """Let other users traverse (not list) every parent of `path`: pytest's temporary
+    directories are 0700, and the users' podman must read a test's site files there."""
+    for parent in path.parents:
+        if parent == Path("/"):
+            break
+        mode = parent.stat().st_mode
+        if mode & 0o001 == 0:
+            parent.chmod(mode | 0o001)

@@ -1,0 +1,75 @@
+"""Running Slurm commands as the real user from inside a rootless user namespace."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+from scrunlib import userns
+
+ROOTLESS_PODMAN_MAP = "         0       1001          1\n         1     165536      65536\n"
+HOST_MAP = "         0          0 4294967295\n"
+
+
+@pytest.mark.parametrize(
+    ("id_map", "inside", "outside"),
+    [
+        (ROOTLESS_PODMAN_MAP, 0, 1001),
+        (ROOTLESS_PODMAN_MAP, 1, 165536),
+        (ROOTLESS_PODMAN_MAP, 1000, 166535),
+        (ROOTLESS_PODMAN_MAP, 65537, None),
+        (HOST_MAP, 0, 0),
+        (HOST_MAP, 1001, 1001),
+        ("", 0, None),
+        ("garbage\n0 x 1\n", 0, None),
+    ],
+)
+def test_outside_id(id_map: str, inside: int, outside: int | None) -> None:
+    assert userns.outside_id(id_map, inside) == outside
+
+
+@pytest.fixture
+def real(monkeypatch: pytest.MonkeyPatch) -> Callable[[int, int], None]:
+    """Pretend the host sees us as the given (uid, gid)."""
+
+    def pretend(uid: int, gid: int) -> None:
+        monkeypatch.setattr(userns, "real_ids", lambda: (uid, gid))
+
+    return pretend
+
+
+def test_outside_a_namespace_commands_run_as_they_are(real: Callable[[int, int], None]) -> None:
+    real(os.getuid(), os.getgid())
+    assert not userns.in_other_identity()
+    assert userns.as_real_user(["/usr/bin/salloc", "--no-shell"]) == [
+        "/usr/bin/salloc",
+        "--no-shell",
+    ]
+
+
+def test_inside_rootless_podman_commands_get_the_real_ids(real: Callable[[int, int], None]) -> None:
+    real(os.getuid() + 1001, os.getgid() + 1001)
+    uid, gid = os.getuid() + 1001, os.getgid() + 1001
+    argv = userns.as_real_user(["/usr/bin/srun", "--jobid", "7", "--", "true"])
+    assert os.path.basename(argv[0]) == "unshare"
+    assert argv[1:] == [
+        "--user",
+        f"--map-user={uid}",
+        f"--map-group={gid}",
+        "--keep-caps",
+        "--",
+        "/usr/bin/srun",
+        "--jobid",
+        "7",
+        "--",
+        "true",
+    ]
+
+
+def test_this_process_knows_its_real_ids() -> None:
+    # The test runs on the host or in a namespace that maps our ids: either way the map
+    # gives a definite answer for our own uid.
+    uid, gid = userns.real_ids()
+    assert uid >= 0 and gid >= 0
+    assert userns.real_root() == (uid == 0)
