@@ -18,6 +18,7 @@ from scrunlib.errors import InvalidInput, StateError, UsageError
 from scrunlib.files import write_atomically
 from scrunlib.options import Opt, parse, usage_text
 from scrunlib.state import ContainerState, Status, shell_exit_code
+from scrunlib.userns import real_ids
 
 from scrun_cli.context import CommandContext
 
@@ -98,7 +99,7 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
         {
             "n": node,
             "u": state.owner,
-            "U": str(os.getuid()),
+            "U": str(real_ids()[0]),  # the job's user, also inside rootless podman
             "j": str(state.job_id),
             "s": str(steps[0]),
             "t": "0",
