@@ -164,6 +164,9 @@ def salloc_argv(
     argv = [
         salloc,
         "--wait-all-nodes=1",
+        # without it, salloc waits for the holder for ever once scancel or a time limit
+        # has ended the job; with it, the holder gets SIGTERM and salloc goes
+        "--kill-command=TERM",
         f"--job-name={job_name}",
         f"--comment={job_tag(container_id)}",
     ]

@@ -8,6 +8,7 @@ and ends the job.
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -170,12 +171,14 @@ function slurm_scrun_stage_out() mark("out"); return slurm.SUCCESS end
 
 
 @pytest.fixture
-def created(fp, site, spool, bundle) -> Container:
+def created(fp, site, spool, bundle) -> Iterator[Container]:
     expect_allocation(fp, site)
     container = creation(site, spool, bundle).create()
     assert saved(spool).status is Status.CREATED and saved(spool).job_id == JOB
     assert os.path.exists(spool.socket)
-    return container
+    yield container
+    if container.allocation is not None:  # a test that did not stop it: end its salloc
+        container.allocation.reap(timeout=0)
 
 
 def step_argv(site: Site, bundle: Path) -> list[str]:

@@ -48,6 +48,7 @@ def test_step_on_23_02_tags_the_container_and_pty():
 def test_salloc_line():
     argv = salloc_argv("salloc", "scrun", "c1", ["--partition=second"], V2205)
     assert argv[0] == "salloc" and "--no-shell" not in argv  # salloc holds the job
+    assert "--kill-command=TERM" in argv  # and lets it go once Slurm ended it
     assert "--job-name=scrun" in argv and "--comment=scrun:c1" in argv
     assert argv[argv.index("--") - 1] == "--partition=second"
     assert argv[argv.index("--") :] == ["--", "/bin/sh", "-c", JOB_HOLDER]
