@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # bench/run.sh -- the speed and memory figures of bench/README.md (a benchmark, not a test).
 # Needs the private cluster's exports (make bench loads them). Runs, side by side:
-#   1. `scrun state` on a running container                    (target: median <= 25 ms)
-#   2. `podman run --rm localhost/busybox true` through scrun, through crun,
-#      and `srun --container <bundle> true` directly           (target: scrun <= 0.35 s)
-#   3. the anchor's resident memory while its container runs   (target: <= 40 MB)
+#   1. `scrun state` on a running container                    (target: 1.5x `python -c pass`)
+#   2. `podman run --rm localhost/busybox true` through scrun, through crun (target: 2x),
+#      and `srun --container <bundle> true` directly
+#   3. the anchor's resident memory while its container runs   (target: <= 15 MB)
+#   4-7. bench/rss.sh, concurrent.sh, throughput.sh, overhead.sh (see each)
 set -euo pipefail
 : "${CONTAINERS_CONF:?run through make bench, or eval \"\$(make -s env)\" first}"
 RUNS="${BENCH_RUNS:-20}"
@@ -43,3 +44,13 @@ print("\n| command | median | IQR | range |\n|---|---|---|---|")
 table(f"{sys.argv[1]}/state.json")
 table(f"{sys.argv[1]}/run.json")
 PY
+
+here="$(dirname "$0")"
+echo "== 4. the anchor's memory, flat over 50 sequential and 16 concurrent runs"
+bash "$here/rss.sh"
+echo "== 5. 16 runs at once against one run"
+bash "$here/concurrent.sh"
+echo "== 6. 1 GiB of stdout through scrun against srun directly"
+bash "$here/throughput.sh"
+echo "== 7. what scrun adds to state and create"
+bash "$here/overhead.sh"

@@ -54,7 +54,7 @@ done
 # A container shim outlives containerd by design. One still running serves a container
 # dockerd could not stop; it is ours only if its command line names OUR containerd socket.
 for proc in /proc/[0-9]*; do
-  cmd="$(tr '\0' ' ' <"$proc/cmdline" 2>/dev/null)" || continue
+  cmd="$(tr '\0' ' ' 2>/dev/null <"$proc/cmdline")" || continue
   case "$cmd" in
     *containerd-shim*"-address $DK/containerd.sock "*)
       log "container shim left behind, stopping it: ${proc#/proc/} $cmd"

@@ -587,15 +587,18 @@ def _argv(options: Mapping[str, str]) -> list[str]:
 def unknown_variables(env: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
     """SCRUN_* names in `env` that scrun does not read, each with the job variables it looks
     like a typo of (possibly none). Unknown names are not errors; the anchor logs these."""
-    from difflib import get_close_matches  # only when looking for typos
-
     known = {variable.name for variable in VARIABLES} | set(OUTPUT_VARIABLES)
     known |= set(_OTHER_INPUTS)
-    job_names = [variable.name for variable in VARIABLES]
-    return {
-        name: tuple(get_close_matches(name, job_names, n=3, cutoff=0.8))
+    unknown = [
+        name
         for name in sorted(env)
         if name.startswith("SCRUN_")
         and name not in known
         and not name.startswith(ANNOTATION_PREFIX)
-    }
+    ]
+    if not unknown:
+        return {}
+    from difflib import get_close_matches  # only when there is a typo to look for
+
+    job_names = [variable.name for variable in VARIABLES]
+    return {name: tuple(get_close_matches(name, job_names, n=3, cutoff=0.8)) for name in unknown}

@@ -200,8 +200,9 @@ def _megabytes(value: str | None) -> int | None:
 
 
 def _epoch(value: str | None) -> int | None:
-    """scontrol's local `2024-05-01T10:00:00` → seconds since the epoch."""
+    """scontrol's local `2024-05-01T10:00:00` → seconds since the epoch. fromisoformat, not
+    strptime: _strptime and calendar cost each create ~3 ms to import."""
     try:
-        return int(datetime.strptime(value or "", "%Y-%m-%dT%H:%M:%S").timestamp())
+        return int(datetime.fromisoformat(value or "").timestamp())
     except ValueError:
         return None

@@ -1,7 +1,8 @@
 """How `scrun create` starts the container's anchor and hears back from it: both sides of
 that contract live here.
 
-`scrun create` runs
+`scrun create` forks and runs the anchor's main with these options in the child (no new
+program, so no second interpreter start), the same ones the `scrun-anchor` command takes:
 
     scrun-anchor --root DIR --bundle DIR --ready-fd N LOG-OPTIONS [--bundle-is-cwd]
                  [--config FILE] [--pid-file FILE] [--console-socket SOCKET]
@@ -15,6 +16,7 @@ means the anchor died before it could report.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,13 +99,13 @@ class ReadyPipe:
     def _send(self, line: str) -> None:
         if self.fd is None:
             return
-        try:
-            os.write(self.fd, line.encode() + b"\n")
-        except OSError:
-            pass  # create has gone away; nothing to tell
-        finally:
-            os.close(self.fd)
-            self.fd = None
+        fd, self.fd = self.fd, None
+        # create may have gone away, or the fd never was valid: nothing to tell then, and
+        # an invalid fd must not keep the anchor from going on to end its job.
+        with contextlib.suppress(OSError):
+            os.write(fd, line.encode() + b"\n")
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 @dataclass(frozen=True)

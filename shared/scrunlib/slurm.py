@@ -1,4 +1,13 @@
-"""Slurm's commands, composed as argument lists with plumbum. No value ever reaches a shell.
+"""Slurm's commands, composed as argument lists. No value ever reaches a shell.
+
+Two ways to run them, both bounded by a timeout that becomes a SlurmError:
+- the commands every container runs (`srun --version` on a cache miss, `salloc`,
+  `scontrol show job`, `scancel`) run through subprocess directly: they sit on the path
+  podman waits for, and the anchor lives as long as its container, so it must neither wait
+  for plumbum's import (35–80 ms: urllib, http.client, email, ssl, a `uname -p`) nor carry
+  its ~13 MB;
+- the rest (`squeue` lookups for signalling and cleaning up) is composed and run with
+  plumbum, imported on first use.
 
 Everything version-specific lives here: Slurm 22.05 (Debian 12) has no `--container-id`
 and runs at most one task per node in a container step; 23.02+ tags the step with the
@@ -14,12 +23,9 @@ import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from plumbum import ProcessExecutionError, local
-
+from scrunlib import filecache
 from scrunlib.errors import SlurmError, reason
-from scrunlib.files import write_atomically
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm_version import (
     SlurmVersion,
@@ -29,6 +35,12 @@ from scrunlib.slurm_version import (
 )
 from scrunlib.userns import as_real_user
 
+TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
+if TYPE_CHECKING:
+    from typing import Any
+
+# Seconds a Slurm command may take (salloc excepted: a pending job waits, as podman does).
+COMMAND_TIMEOUT = 60.0
 JOB_TAG_PREFIX = "scrun:"
 
 
@@ -54,24 +66,12 @@ def parse_scontrol_record(text: str) -> dict[str, str]:
     return record
 
 
-def _read_text(path: str | None) -> str:
-    if not path:
-        return ""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            return stream.read()
-    except OSError:
-        return ""
-
-
-def _write_text(path: str, text: str) -> None:
-    """Best effort (it is a cache): atomic replace, errors ignored."""
-    with contextlib.suppress(OSError):
-        write_atomically(path, text)
-
-
 def _text(data: str | bytes) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
+def _timed_out(argv: Sequence[str], timeout: float) -> str:
+    return f"{os.path.basename(argv[0])} did not finish in {timeout:g} s and was killed"
 
 
 def last_line(text: str) -> str:
@@ -262,6 +262,8 @@ class Slurm:
 
     def command(self, argv: Sequence[str]) -> Any:
         """A plumbum command for `argv` with this cluster's SLURM_CONF, as the real user."""
+        from plumbum import local
+
         argv = as_real_user(argv)
         return local[argv[0]][argv[1:]].with_env(**self.env)
 
@@ -273,15 +275,41 @@ class Slurm:
         except OSError as exc:
             raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc
 
-    def run(self, argv: Sequence[str], timeout: float = 60.0) -> tuple[int, str, str]:
-        """Run to completion; returns (status, stdout, stderr) and never raises on status."""
+    def run(self, argv: Sequence[str], timeout: float | None = None) -> tuple[int, str, str]:
+        """Run with plumbum to completion; returns (status, stdout, stderr), never raises on
+        status. A command still running after `timeout` seconds is killed: SlurmError."""
+        from plumbum import ProcessExecutionError, ProcessTimedOut
+
+        timeout = timeout or COMMAND_TIMEOUT
         try:
             code, out, err = self.command(argv).run(retcode=None, timeout=timeout)
+        except ProcessTimedOut as exc:
+            raise SlurmError(_timed_out(argv, timeout)) from exc
         except ProcessExecutionError as exc:  # pragma: no cover - retcode=None prevents it
             return int(exc.retcode or 1), str(exc.stdout), str(exc.stderr)
         except OSError as exc:
             raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc
         return int(code), out, err
+
+    def run_direct(self, argv: Sequence[str], timeout: float | None = None) -> tuple[int, str, str]:
+        """`run` without plumbum, for the commands every container runs (see the module
+        docstring). Same contract: (status, stdout, stderr), as the real user; a timeout is a
+        SlurmError."""
+        timeout = timeout or COMMAND_TIMEOUT
+        try:
+            done = subprocess.run(
+                as_real_user(argv),
+                env={**os.environ, **self.env},
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise SlurmError(_timed_out(argv, timeout)) from exc
+        except OSError as exc:
+            raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc
+        return done.returncode, _text(done.stdout), _text(done.stderr)
 
     def version(self) -> SlurmVersion:
         """The Slurm version, from `srun --version`; remembered in `version_cache` (a file)
@@ -289,18 +317,16 @@ class Slurm:
         if self._version is not None:
             return self._version
         srun = self.path("srun")
-        info = os.stat(srun)
-        key = f"{srun} {info.st_size} {info.st_mtime_ns}"
-        cached = _read_text(self.version_cache)
-        if cached.startswith(key + "\n"):
-            self._version = parse_version(cached[len(key) :])
+        key = filecache.identity(srun)
+        cached = filecache.read(self.version_cache, key)
+        if cached is not None:
+            self._version = parse_version(cached)
             return self._version
-        code, out, err = self.run([srun, "--version"], timeout=30)
+        code, out, err = self.run_direct([srun, "--version"], timeout=30)
         if code != 0:
             raise SlurmError(f"srun --version failed: {last_line(err or out)}")
         self._version = parse_version(out)
-        if self.version_cache:
-            _write_text(self.version_cache, f"{key}\n{version_string(self._version)}\n")
+        filecache.write(self.version_cache, key, version_string(self._version) + "\n")
         return self._version
 
     def allocate(self, job_name: str, container_id: str, options: Sequence[str]) -> Allocation:
@@ -360,14 +386,15 @@ class Slurm:
             self.cancel(job_id)
 
     def job_record(self, job_id: int) -> dict[str, str]:
-        code, out, err = self.run([self.path("scontrol"), "-o", "show", "job", str(job_id)])
+        argv = [self.path("scontrol"), "-o", "show", "job", str(job_id)]
+        code, out, err = self.run_direct(argv)
         if code != 0:
             raise SlurmError(f"job {job_id} not found: {last_line(err or out)}")
         return parse_scontrol_record(out)
 
     def cancel(self, job_id: int, signal: int | None = None, step_id: int | None = None) -> None:
         """scancel; a job that already ended counts as success."""
-        code, out, err = self.run(cancel_argv(self.path("scancel"), job_id, signal, step_id))
+        code, out, err = self.run_direct(cancel_argv(self.path("scancel"), job_id, signal, step_id))
         text = err + out
         if code != 0 and "already completed" not in text and "Invalid job id" not in text:
             raise SlurmError(f"scancel {job_id} failed: {last_line(text)}")

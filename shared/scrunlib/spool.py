@@ -7,6 +7,9 @@ Layout of `<root>/<container dir>/`:
   bundle/        the bundle Slurm 22.05 can run (config.json + a `rootfs` link), when needed
   stage.json     what scrun.lua's stage-out needs, from stage-in until stage-out has run
 
+The root also holds per-user caches (scrunlib.filecache), dot files that no container id
+can name: `.slurm-version` (srun's version) and `.site-config` (the parsed site file).
+
 Container ids are never trusted: they are checked before any path is built from them.
 """
 
@@ -26,6 +29,9 @@ MAX_ID_LENGTH = 1024
 _MAX_PLAIN_NAME = 128
 # sun_path holds 108 bytes; longer socket paths are reached through /proc/self/fd.
 _MAX_SOCKET_PATH = 100
+
+
+SITE_CONFIG_CACHE = ".site-config"
 
 
 def validate_id(container_id: str) -> str:

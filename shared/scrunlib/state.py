@@ -94,6 +94,7 @@ _DEFAULTS: dict[str, Any] = {
     "step_start_time": None,
     "exit_code": None,
     "error": None,  # why Slurm ended the job, when it did
+    "phases": dict,  # seconds per phase of the container's life (scrunlib.phases)
 }
 
 
@@ -122,6 +123,7 @@ class ContainerState:
     step_start_time: int | None
     exit_code: int | None
     error: str | None
+    phases: dict[str, float]
 
     def __init__(self, id: str, bundle: str, rootfs: str, **values: Any) -> None:
         unknown = set(values) - set(_DEFAULTS)

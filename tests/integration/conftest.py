@@ -26,7 +26,6 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -238,10 +237,12 @@ def spool_roots(env: Mapping[str, str]) -> list[Path]:
 
 
 def _is_anchor(argv: list[str]) -> bool:
-    if any(os.path.basename(arg) == "scrun-anchor" for arg in argv[:2]):
+    """An anchor is a forked `scrun create` (`[python] .../scrun [OPTIONS] create ...`), or
+    the `scrun-anchor` command run by hand."""
+    program = [os.path.basename(arg) for arg in argv[:2]]
+    if "scrun-anchor" in program:
         return True
-    # `python -m scrun_anchor ...`
-    return any(a == "-m" and b.split(".")[0] == "scrun_anchor" for a, b in pairwise(argv))
+    return "scrun" in program and "create" in argv
 
 
 def _cmdline(pid: int | str) -> list[str] | None:
@@ -280,13 +281,14 @@ def anchor_processes() -> list[str]:
 
 
 def _spool_dir_of_other_checkout(container_dir: Path) -> bool:
-    """The container's anchor still runs, started from another checkout."""
+    """The container's anchor still runs, started from another checkout (as scrun-anchor,
+    or as a fork of that checkout's `scrun create`)."""
     try:
         pid = json.loads((container_dir / "state.json").read_text())["anchor_pid"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
     argv = _cmdline(pid) if isinstance(pid, int) else None
-    return argv is not None and _is_anchor(argv) and _other_checkout(argv)
+    return argv is not None and _other_checkout(argv)
 
 
 def leftovers(env: Mapping[str, str]) -> list[str]:

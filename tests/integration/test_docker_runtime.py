@@ -50,7 +50,7 @@ def scrun_jobs(cluster: Cluster) -> dict[str, tuple[str, str]]:
 
 def docker_leftover_list(docker: Docker) -> list[str]:
     problems = []
-    # scrun's per-container directories under docker's --root (.slurm-version is a cache)
+    # scrun's per-container directories under docker's --root (the dot files are caches)
     root = docker.runtime_root
     if root.is_dir():
         problems += [f"scrun state dir left: {d}" for d in sorted(root.iterdir()) if d.is_dir()]

@@ -166,10 +166,10 @@ class Scrun:
         return states[-1]
 
     def entries(self) -> list[str]:
-        """What is left under --root: container state (the .slurm-version cache aside)."""
+        """What is left under --root: container state (the per-user caches, dot files, aside)."""
         if not self.root.exists():
             return []
-        return sorted(p.name for p in self.root.iterdir() if p.name != ".slurm-version")
+        return sorted(p.name for p in self.root.iterdir() if not p.name.startswith("."))
 
     def assert_root_empty(self) -> None:
         assert self.entries() == [], f"left in --root {self.root}: {self.entries()}"
@@ -210,7 +210,7 @@ def test_create_start_kill_delete(cluster: Cluster, scrun: Scrun) -> None:
     assert isinstance(state.get("jobId"), int), state
     job_id = state["jobId"]
     assert process_running(anchor)
-    assert any(os.path.basename(word) == "scrun-anchor" for word in cmdline(anchor)[:2])
+    assert "create" in cmdline(anchor)  # the anchor is `scrun create`'s forked child
     assert job_in_squeue(cluster, job_id)
 
     started = scrun("start", "life")
@@ -228,6 +228,10 @@ def test_create_start_kill_delete(cluster: Cluster, scrun: Scrun) -> None:
     assert state["jobId"] == job_id
     assert state["pid"] == 0
     wait_for("the anchor's exit", lambda: not process_running(anchor), 10, lambda: str(anchor))
+    phases = json.loads((scrun.root / "life" / "state.json").read_text())["phases"]
+    timed = [name for name in phases if name != "stage-out"]  # stage-out: only with scrun.lua
+    assert timed == ["parse", "allocate", "stage-in", "launch", "run", "teardown"], phases
+    assert all(0 <= seconds < 60 for seconds in phases.values()), phases
 
     deleted = scrun("delete", "life")
     assert deleted.returncode == 0, deleted.stderr

@@ -182,3 +182,25 @@ def test_a_terminal_without_console_socket(root, tmp_path, capsys, monkeypatch, 
     assert main([*argv, "--bundle", terminal_bundle(tmp_path), "tty"]) == 1
     assert needle in one_error_line(capsys)
     assert not (root / "tty").exists()
+
+
+def test_delete_reports_a_hung_scancel_in_one_line(root, tmp_path, monkeypatch, capsys):
+    """An anchor died and left its job; scancel then hangs: one error line, no traceback,
+    and the state stays for the next delete to retry."""
+    from scrunlib.spool import Spool
+    from scrunlib.state import ContainerState, Status
+
+    monkeypatch.setattr("scrunlib.slurm.COMMAND_TIMEOUT", 0.5)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scancel").write_text("#!/bin/sh\nexec sleep 30\n")
+    (bin_dir / "scancel").chmod(0o755)
+    (tmp_path / "none.toml").write_text(f'bin_dir = "{bin_dir}"\n')
+    spool = Spool(str(root), "orphan")
+    spool.create()
+    ContainerState(
+        id="orphan", bundle="/b", rootfs="/b/rootfs", status=Status.RUNNING, job_id=5
+    ).save(spool)
+    assert main(["delete", "orphan"]) == 1
+    assert "scancel did not finish in 0.5 s and was killed" in one_error_line(capsys)
+    assert spool.exists()

@@ -56,3 +56,13 @@ def test_ready_pipe_reports():
     assert not failed.created and failed.error == "salloc: refused"
     silent = report_of(None)
     assert not silent.created and silent.error == ""
+
+
+def test_ready_pipe_with_an_invalid_fd_does_not_raise():
+    # An anchor started with a closed or bogus --ready-fd must still go on to end its job.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    os.close(write_end)
+    pipe = ReadyPipe(write_end)
+    pipe.error("salloc: refused")
+    pipe.created(42)  # and a second report is a no-op

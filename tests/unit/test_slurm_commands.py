@@ -1,9 +1,12 @@
 """Slurm command lines, composed as argument lists (checked with pytest-subprocess)."""
 
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import plumbum  # noqa: F401 - its import runs `uname -p`, which pytest-subprocess would refuse
 import pytest
 from scrunlib.errors import SlurmError
 from scrunlib.siteconfig import SiteConfig
@@ -164,6 +167,64 @@ def test_version_is_cached_per_srun_binary(fp, slurm, tmp_path):
     (tmp_path / "srun").write_text("#!/bin/sh\n# upgraded\n")
     fp.register([f"{bindir}/srun", "--version"], stdout="slurm 23.02.1\n")
     assert Slurm(client.site, client.slurm_conf, version_cache=cache).version() == (23, 2, 1)
+
+
+@pytest.fixture
+def hung_slurm(tmp_path, monkeypatch):
+    """Slurm commands that hang (a stuck slurmctld), with a half-second bound."""
+    monkeypatch.setattr("scrunlib.slurm.COMMAND_TIMEOUT", 0.5)
+    for name in ("srun", "salloc", "scancel", "scontrol", "squeue"):
+        tool = tmp_path / name
+        tool.write_text("#!/bin/sh\nexec sleep 30\n")
+        tool.chmod(0o755)
+    return Slurm(SiteConfig(bin_dir=str(tmp_path)), "/etc/x/slurm.conf")
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("scancel", lambda slurm: slurm.cancel(5)),
+        ("scontrol", lambda slurm: slurm.job_record(5)),
+        ("squeue", lambda slurm: slurm.step_ids(5, "scrun")),
+        ("squeue", lambda slurm: slurm.cancel_tagged("c1")),
+    ],
+)
+def test_a_hung_command_is_killed_and_reported(hung_slurm, name, call):
+    started = time.monotonic()
+    with pytest.raises(SlurmError, match=rf"^{name} did not finish in 0\.5 s and was killed$"):
+        call(hung_slurm)
+    assert time.monotonic() - started < 5  # killed, not waited for
+
+
+def test_commands_every_container_runs_do_not_import_plumbum(tmp_path):
+    """srun --version, salloc, scontrol and scancel sit on the path podman waits for."""
+    fakes = {
+        "srun": "echo slurm 22.05.8",
+        # runs the job holder after `--` in job 7, as salloc does
+        "salloc": 'while [ "$1" != -- ]; do shift; done; shift; SLURM_JOB_ID=7 exec "$@"',
+        "scontrol": "echo JobId=7 JobState=RUNNING",
+        "scancel": "exit 0",
+        "squeue": "exit 0",
+    }
+    for name, body in fakes.items():
+        (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / name).chmod(0o755)
+    code = f"""
+import sys
+from scrunlib.siteconfig import SiteConfig
+from scrunlib.slurm import Slurm
+slurm = Slurm(SiteConfig(bin_dir={str(tmp_path)!r}), "/etc/x/slurm.conf")
+allocation = slurm.allocate("scrun", "c1", [])
+assert allocation.job_id == 7
+assert slurm.job_record(7)["JobState"] == "RUNNING"
+slurm.cancel(7)
+assert allocation.release(0, timeout=10)
+assert "plumbum" not in sys.modules, "plumbum imported"
+slurm.step_ids(7, "scrun")
+assert "plumbum" in sys.modules
+"""
+    tree = str(Path(__file__).resolve().parents[2] / "shared")  # this tree, not the venv's copy
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": tree})
 
 
 def test_job_tag_round_trip():

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AnyStr
 
-SCRIPT_NAME = "scrun.lua"
-
 
 @dataclass(frozen=True)
 class Hook:

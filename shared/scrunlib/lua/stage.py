@@ -18,11 +18,10 @@ page's example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from scrunlib.lua import api
+from scrunlib.lua import api, find_script
 from scrunlib.lua.commands import CommandRunner, RecordingRunner, SubprocessRunner
 from scrunlib.lua.records import CommandRecord, LogRecord, StageContext, StageResult
 
@@ -41,11 +40,6 @@ __all__ = [
     "SubprocessRunner",
     "find_script",
 ]
-
-
-def find_script(slurm_conf_path: str) -> str:
-    """scrun.lua lives beside the slurm.conf in use (as upstream's get_extra_conf_path)."""
-    return os.path.join(os.path.dirname(slurm_conf_path), api.SCRIPT_NAME)
 
 
 class Stager:

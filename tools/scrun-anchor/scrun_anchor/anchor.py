@@ -27,14 +27,13 @@ import subprocess
 import time
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
 
 from scrunlib import bundle as bundles
 from scrunlib import job_options, jobenv, log, procio, protocol, userns
 from scrunlib.errors import ScrunError, SlurmError, StateError
 from scrunlib.files import write_atomically
-from scrunlib.lua.records import StageContext
 from scrunlib.ownership import check_job_owner
+from scrunlib.phases import PhaseClock
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Allocation, Slurm, StepCommand, cluster_name, step_argv
 from scrunlib.slurm_version import SlurmVersion
@@ -42,6 +41,10 @@ from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status, process_start_time, shell_exit_code
 
 from scrun_anchor.staging import ContainerStaging, load_stager
+
+TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
+if TYPE_CHECKING:
+    from typing import Any
 
 # How long salloc may take to notice that its job was cancelled before it is killed.
 REAP_SECONDS = 10.0
@@ -79,10 +82,13 @@ class Creation:
         self.site = site
         self.log_file = log_file
         self.log_format = log_format
+        parse_started = time.monotonic()
         self.bundle = bundles.load(bundle_path, config_file)
         # None when create defaulted to its cwd: scripts are told so (orig_bundle nil).
         self.submission_bundle = self.bundle.path if bundle_given else None
         self.state = ContainerState.load(spool)
+        self.clock = PhaseClock(self.state.phases)
+        self.clock.start("parse", at=parse_started)
         self.environ = job_options.merge_environment(dict(os.environ), self.bundle.env)
         self.slurm_conf = site.slurm_conf_path(slurm_conf_option, self.environ)
         version_cache = os.path.join(spool.root, ".slurm-version")
@@ -132,28 +138,33 @@ class Creation:
             undo.callback(os.close, pty_slave)
         server = protocol.listen(self.spool.socket)
         undo.callback(_close_server, server, self.spool)
-        job_id, allocation, record = self._get_job(request, undo)
+        self.clock.stop("parse")
+        with self.clock.phase("allocate"):
+            job_id, allocation, record = self._get_job(request, undo)
         state.nodes = record.get("NodeList")
         job_env = self._container_job_env(version, record)
         staging = None
-        if stager is not None:
-            context = StageContext.for_container(
-                self.bundle,
-                self.spool,
-                job_id=job_id,
-                job_env=job_env,
-                orig_bundle=self.submission_bundle,
+        with self.clock.phase("stage-in"):
+            if stager is not None:
+                from scrunlib.lua.records import StageContext  # only with a scrun.lua
+
+                context = StageContext.for_container(
+                    self.bundle,
+                    self.spool,
+                    job_id=job_id,
+                    job_env=job_env,
+                    orig_bundle=self.submission_bundle,
+                )
+                staging = ContainerStaging(stager, context, self.spool, self.slurm_conf)
+                undo.callback(staging.stage_out)  # also after a failed stage-in
+                state.bundle, state.rootfs = staging.stage_in()
+            run_bundle = bundles.runnable_by_slurm(
+                state.bundle,
+                self.spool.bundle_dir,
+                terminal=self.bundle.terminal,
+                # not staged elsewhere: crun's --config file, when given, is what runs
+                config_file=self.bundle.config_file if state.bundle == self.bundle.path else None,
             )
-            staging = ContainerStaging(stager, context, self.spool, self.slurm_conf)
-            undo.callback(staging.stage_out)  # also after a failed stage-in
-            state.bundle, state.rootfs = staging.stage_in()
-        run_bundle = bundles.runnable_by_slurm(
-            state.bundle,
-            self.spool.bundle_dir,
-            terminal=self.bundle.terminal,
-            # not staged elsewhere: crun's --config file, when given, is what runs
-            config_file=self.bundle.config_file if state.bundle == self.bundle.path else None,
-        )
         state.transition(Status.CREATED)
         state.save(self.spool)
         self._write_pid_file()
@@ -171,6 +182,7 @@ class Creation:
             server=server,
             pty_slave=pty_slave,
             staging=staging,
+            clock=self.clock,
         )
 
     def _get_job(
@@ -249,6 +261,7 @@ class Container:
     server: socket.socket
     pty_slave: int | None
     staging: ContainerStaging | None
+    clock: PhaseClock  # the state's phase timings, begun by Creation
     step: subprocess.Popen[bytes] | None = None
     stop_requested: str | None = None
     exit_code: int = 0
@@ -267,7 +280,7 @@ class Container:
             # a terminal and no console socket, `scrun run` in the foreground: the caller's
             # terminal is the container's, srun --pty takes it over.)
             _detach_stdio()
-        log.info(f"container {self.state.id} created in job {self.job_id}")
+        log.verbose(f"container {self.state.id} created in job {self.job_id}")
         selector = selectors.DefaultSelector()
         selector.register(self.server, selectors.EVENT_READ, "request")
         selector.register(wake_read, selectors.EVENT_READ, "wake")
@@ -323,6 +336,7 @@ class Container:
             return
         if state.status is not Status.CREATED:
             raise StateError(f"container {state.id!r} is {state.status.value}, it cannot start")
+        self.clock.start("launch")
         argv = step_argv(
             self.slurm.path("srun"),
             StepCommand(
@@ -348,6 +362,8 @@ class Container:
         if self.pty_slave is not None:
             os.close(self.pty_slave)
             self.pty_slave = None
+        self.clock.stop("launch")
+        self.clock.start("run")
         state.step_pid = self.step.pid
         state.step_start_time = process_start_time(self.step.pid)
         state.transition(Status.RUNNING)
@@ -378,6 +394,7 @@ class Container:
         state = self.state
         if self.step is not None:
             self.exit_code = shell_exit_code(self._end_step(self.step))
+            self.clock.stop("run")
         if self.stop_requested:
             log.info(f"stopping container {state.id}: {self.stop_requested}")
         if self.exit_code != 0:
@@ -386,11 +403,14 @@ class Container:
         state.transition(Status.STOPPED)
         state.save(self.spool)
         if self.staging is not None:
-            self.staging.stage_out()
-        _end_job(self.slurm, state, self.job_id, self.allocation, self.exit_code)
+            with self.clock.phase("stage-out"):
+                self.staging.stage_out()
+        with self.clock.phase("teardown"):
+            _end_job(self.slurm, state, self.job_id, self.allocation, self.exit_code)
         state.save(self.spool)
         _close_server(self.server, self.spool)
-        log.info(f"container {state.id} stopped with exit code {self.exit_code}")
+        log.verbose(f"container {state.id} stopped with exit code {self.exit_code}")
+        log.debug(f"container {state.id} phases: {self.clock.summary()}")
         return self.exit_code
 
     def _end_step(self, step: subprocess.Popen[bytes]) -> int:

@@ -6,21 +6,20 @@ compute nodes must see it, as with a shared filesystem or this machine's local c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from scrunlib import log, stageout
 from scrunlib.errors import LuaError
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm
 from scrunlib.spool import Spool
 
+TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
 if TYPE_CHECKING:
     from scrunlib.lua.stage import StageContext, Stager
 
 
 def load_stager(slurm: Slurm, site: SiteConfig) -> Stager | None:
     """The site's scrun.lua, loaded (LuaError when it is broken); None when there is none."""
-    from scrunlib.lua.stage import find_script
+    from scrunlib.lua import find_script
 
     path = find_script(slurm.slurm_conf)
     stager = stageout.load_stager(path, slurm.slurm_conf, site)

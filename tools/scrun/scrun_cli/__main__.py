@@ -1,5 +1,3 @@
-import sys
+from scrun_cli.main import entry
 
-from scrun_cli.main import main
-
-sys.exit(main())
+entry()

@@ -12,7 +12,7 @@ from functools import cached_property
 
 from scrunlib.log import LogSettings
 from scrunlib.ownership import check_private_dir
-from scrunlib.spool import Spool, default_root, validate_id
+from scrunlib.spool import SITE_CONFIG_CACHE, Spool, default_root, validate_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class CommandContext:
     def site(self) -> SiteConfig:
         from scrunlib import siteconfig
 
-        return siteconfig.load(self.environ)
+        return siteconfig.load(self.environ, cache=os.path.join(self.root, SITE_CONFIG_CACHE))
 
     @cached_property
     def root(self) -> str:

@@ -1,0 +1,50 @@
+"""The site file: parsed once per change, then read from the per-user cache."""
+
+import os
+from pathlib import Path
+
+import pytest
+from scrunlib import siteconfig
+from scrunlib.errors import InvalidInput
+
+
+@pytest.fixture
+def site_file(tmp_path):
+    path = tmp_path / "scrun.toml"
+    path.write_text('bin_dir = "/opt/slurm/bin"\nstep_grace = 3\n')
+    return path, {"SCRUN_SITE_CONFIG": str(path)}, str(tmp_path / "cache")
+
+
+def test_the_parsed_file_is_cached_until_it_changes(site_file):
+    path, environ, cache = site_file
+    assert siteconfig.load(environ, cache=cache).bin_dir == "/opt/slurm/bin"
+    # Prove the next load reads the cache: plant a different (valid) entry under its key.
+    key, _, text = Path(cache).read_text().partition("\n")
+    with open(cache, "w", encoding="utf-8") as stream:
+        stream.write(f"{key}\n{text.replace('/opt/slurm/bin', '/from/cache')}")
+    assert siteconfig.load(environ, cache=cache).bin_dir == "/from/cache"
+    path.write_text('bin_dir = "/usr/local/slurm/bin"\n')  # another size: another key
+    config = siteconfig.load(environ, cache=cache)
+    assert (config.bin_dir, config.step_grace) == ("/usr/local/slurm/bin", 10.0)
+
+
+def test_a_damaged_cache_is_ignored(site_file):
+    _, environ, cache = site_file
+    siteconfig.load(environ, cache=cache)
+    key = Path(cache).read_text().partition("\n")[0]
+    with open(cache, "w", encoding="utf-8") as stream:
+        stream.write(f"{key}\n{{not json")
+    assert siteconfig.load(environ, cache=cache).step_grace == 3.0
+
+
+def test_a_bad_file_is_an_error_and_never_cached(site_file):
+    path, environ, cache = site_file
+    path.write_text("bogus_key = 1\n")
+    with pytest.raises(InvalidInput, match="unknown key 'bogus_key'"):
+        siteconfig.load(environ, cache=cache)
+    assert not os.path.exists(cache)
+
+
+def test_an_unwritable_cache_is_not_an_error(site_file):
+    _, environ, _ = site_file
+    assert siteconfig.load(environ, cache="/nonexistent/dir/cache").step_grace == 3.0
