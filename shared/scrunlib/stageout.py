@@ -12,17 +12,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import asdict
 
 from scrunlib import log
 from scrunlib.errors import LuaError, ScrunError, reason
 from scrunlib.files import write_atomically
-from scrunlib.lua.records import StageContext
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the anchor imports this module: no typing or Lua records at run time
     from typing import Any
 
+    from scrunlib.lua.records import StageContext
     from scrunlib.lua.stage import Stager
     from scrunlib.siteconfig import SiteConfig
     from scrunlib.spool import Spool
@@ -57,6 +56,8 @@ class PendingStageOut:
         self.script, self.slurm_conf = script, slurm_conf
 
     def save(self, spool: Spool) -> None:
+        from dataclasses import asdict
+
         record = {
             "context": asdict(self.context),
             "bundle": self.bundle,
@@ -72,6 +73,8 @@ class PendingStageOut:
     @classmethod
     def load(cls, spool: Spool) -> PendingStageOut | None:
         """The pending stage-out, None when there is none (or it is unreadable: logged)."""
+        from scrunlib.lua.records import StageContext
+
         try:
             with open(spool.stage_file, encoding="utf-8") as stream:
                 record: dict[str, Any] = json.load(stream)
