@@ -17,7 +17,7 @@ SOURCES := pyproject.toml $(shell find shared tools -name '*.py' -not -path '*/b
 CLUSTER_DIR ?=
 # lint only the folders that exist (bench/ may be empty or missing)
 LINT_DIRS := $(wildcard shared tools tests bench)
-SHELL_SCRIPTS := $(wildcard harness/*.sh bench/*.sh) .ci/run
+SHELL_SCRIPTS := $(wildcard harness/*.sh harness/debian13/*.sh bench/*.sh) .ci/run
 PYTEST_ARGS ?=
 # hard stop for a hung test run (CI must finish well under 30 minutes)
 TEST_TIMEOUT ?= 20m
@@ -124,6 +124,7 @@ demo: deps venv cluster-up
 
 bench: venv cluster-up
 	@if [ -f bench/run.sh ]; then $(ENV); bash bench/run.sh; else echo "no bench/run.sh yet"; fi
+	@$(ENV); bash bench/upstream.sh
 endif
 
 # The whole of `make test` inside the Debian 13 root (built when missing, ~1 min), on its

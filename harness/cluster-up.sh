@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # harness/cluster-up.sh [DIR] -- bring up the project's private test cluster:
-# munged + slurmctld + one slurmd per node (Slurm 22.05, all as root on 127.0.0.1,
+# munged + slurmctld + one slurmd per node (Slurm 22.05 or 24.11, all as root on 127.0.0.1,
 # no systemd, no accounting), container support through oci.conf -> crun, and podman
 # with a private containers.conf and a local busybox image (no registry needed).
 #
@@ -14,6 +14,8 @@
 #                          scruntest2; made by harness/test-users.sh)
 #   SKIP_APT=1             never run apt-get (fail later if something is missing)
 #   SKIP_PODMAN=1          skip the podman part
+#   SCRUN_OWN_SLURM=1      Slurm is not Debian's packages (a site's own build): the
+#                          srun, slurmctld, slurmd first on PATH are used
 #
 # Idempotent: a re-run with the same config changes nothing and returns in well under
 # a second; a changed config restarts the daemons. Progress goes to stderr; stdout gets
@@ -184,12 +186,27 @@ EOF
 #    print "_try_parse: JSON parsing error" (into the job's output file for batch jobs).
 #  * a literal % must be written %% (an unknown %X is fatal in slurmstepd).
 #  * crun's --root is per user, under DIR/oci (%U is not a 22.05 pattern; the shell's
-#    $(id -u) is), so one user's container state is out of another's reach.
+#    $(id -u %u) is), so one user's container state is out of another's reach. Not
+#    $(id -u): Slurm 24.11 runs the step cleanup (Query, Kill, Delete) as root.
+#  * Query, Kill and Delete act on EVERY container of the step when the task id is -1:
+#    Slurm 24.11 runs its step cleanup only with task id -1 (22.05 also with the real
+#    ones), so `crun state <name>.-1` finds nothing, Delete is never run, and a container
+#    killed by scancel or its time limit (crun SIGKILLed with it) stays behind in the
+#    runtime root as `stopped`. The container name keeps %t: 24.11 may run several
+#    container tasks per node.
+#  * They go by the runtime root's directories, not `crun list`: a step killed while crun
+#    was still creating the container leaves a directory without crun's status file, which
+#    `crun list`/`state`/`delete` do not handle. At cleanup nothing of the step runs any
+#    more, so Query removes such a directory, and Delete removes what crun cannot delete.
+R="$OCIROOT/\$(id -u %u)"
+C="crun --rootless=true --root=$R"
+# each: the step's containers that this call is about, as \$c (sh code)
+each="s=%n.%u.%j.%s. t=%t; for c in \$(ls $R 2>/dev/null); do case \$t:\$c in -1:\$s*|*:\$s\$t)"
 cat >"$tmp/oci.conf" <<EOF
-RunTimeQuery="crun --rootless=true --root=$OCIROOT/\$(id -u) state %n.%u.%j.%s.%t 2>/dev/null || echo {}"
-RunTimeKill="crun --rootless=true --root=$OCIROOT/\$(id -u) kill -a %n.%u.%j.%s.%t KILL"
-RunTimeDelete="crun --rootless=true --root=$OCIROOT/\$(id -u) delete --force %n.%u.%j.%s.%t"
-RunTimeRun="exec crun --rootless=true --root=$OCIROOT/\$(id -u) run --bundle %b %n.%u.%j.%s.%t"
+RunTimeQuery="$each $C state \$c 2>/dev/null && exit 0; rm -rf $R/\$c;; esac; done; echo {}"
+RunTimeKill="$each $C kill -a \$c KILL 2>/dev/null;; esac; done; true"
+RunTimeDelete="$each $C delete --force \$c 2>/dev/null || rm -rf $R/\$c;; esac; done; true"
+RunTimeRun="exec $C run --bundle %b %n.%u.%j.%s.%t"
 EOF
 
 changed=0
@@ -280,7 +297,7 @@ if [ -x "$VENV/bin/python" ]; then
   cat >"$tmp/scrun.toml" <<EOF
 # written by harness/cluster-up.sh for the test cluster in $D
 slurm_conf = "$ETC/slurm.conf"
-bin_dir = "/usr/bin"
+bin_dir = "$(dirname "$(command -v srun)")"
 EOF
   if ! cmp -s "$tmp/scrun.toml" "$VENV/etc/scrun/scrun.toml"; then
     install -m 644 "$tmp/scrun.toml" "$VENV/etc/scrun/scrun.toml"

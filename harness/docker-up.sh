@@ -160,7 +160,7 @@ if ! alive "$RUN/ourpid.dockerd" dockerd; then
   alive "$RUN/ourpid.dockerd" dockerd || { tail -20 "$LOG/dockerd.log" >&2; die "dockerd exited"; }
 fi
 docker_answers || die "dockerd (pid $(cat "$RUN/ourpid.dockerd")) not answering on $SOCK"
-# shellcheck disable=SC2016  # a Go template, not shell
+# shellcheck disable=SC2016  # a Go template for docker, not shell expansions
 runtimes() { "$DOCKER" info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}' 2>&1; }
 has_scrun() { case " $(runtimes) " in *" scrun "*) return 0 ;; *) return 1 ;; esac; }
 # dockerd 26 (Debian 13) answers once, then refuses connections for a moment while it

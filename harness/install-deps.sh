@@ -19,6 +19,15 @@ PKGS=(
 debian="$(sed -n 's/^VERSION_ID="\{0,1\}\([0-9]*\).*/\1/p' /etc/os-release 2>/dev/null)"
 if [ "${debian:-0}" -ge 13 ]; then PKGS+=(docker-cli); fi
 
+# SCRUN_OWN_SLURM=1: Slurm and munge come from elsewhere (a site's own build, first on PATH)
+if [ "${SCRUN_OWN_SLURM:-0}" = 1 ]; then
+  kept=()
+  for p in "${PKGS[@]}"; do
+    case "$p" in slurmctld|slurmd|slurm-client|munge) ;; *) kept+=("$p") ;; esac
+  done
+  PKGS=("${kept[@]}")
+fi
+
 log() { echo "[deps] $*" >&2; }
 
 missing=()

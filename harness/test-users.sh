@@ -66,8 +66,10 @@ as_user() {
   shift
   uid="$(id -u "$name")"
   home="$(getent passwd "$name" | cut -d: -f6)"
+  local keep=()  # podman 5 on cgroups v1 (the Debian 13 root) warns on every call without it
+  [ -z "${PODMAN_IGNORE_CGROUPSV1_WARNING:-}" ] || keep+=(PODMAN_IGNORE_CGROUPSV1_WARNING=1)
   (cd / && runuser -u "$name" -- env -i HOME="$home" USER="$name" LOGNAME="$name" \
-    PATH=/usr/local/bin:/usr/bin:/bin XDG_RUNTIME_DIR="/run/user/$uid" "$@")
+    PATH=/usr/local/bin:/usr/bin:/bin XDG_RUNTIME_DIR="/run/user/$uid" "${keep[@]}" "$@")
 }
 
 # user_containers_conf NAME: rootless podman's containers.conf with the runtime `scrun`,

@@ -5,10 +5,11 @@
 # the root's mount namespace (all of root.sh's mounts go with it). Keeps the root (the
 # cache) and the project's copy in it.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 if mountpoint -q "$NS" && [ -x "$R$REPO/harness/cluster-down.sh" ]; then
-  chroot13 harness/docker-down.sh "$CLUSTER13"
-  chroot13 harness/cluster-down.sh "$CLUSTER13"
+  enter13 harness/docker-down.sh "$CLUSTER13"
+  enter13 harness/cluster-down.sh "$CLUSTER13"
 fi
 
 # Anything still running in the root (another clone's cluster, a shell in the root, or a

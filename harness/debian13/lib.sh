@@ -3,8 +3,8 @@
 # One place for the layout of the Debian 13 "trixie" root and of the cluster inside it.
 #
 # The root is a debootstrapped trixie system on this (Debian 12) machine. A copy of the
-# project lives in it at the SAME path (root.sh refreshes it), so the Makefile, harness/*.sh and the tests run
-# unchanged inside it, against the root's Slurm 24.11 and podman 5.4.
+# project lives in it at the SAME path (root.sh refreshes it), so the Makefile, harness/*.sh
+# and the tests run unchanged inside it, against the root's Slurm 24.11 and podman 5.4.
 #
 # Knobs (environment; the defaults let both platforms run at once):
 #   DEBIAN13_ROOT            the root (default /var/lib/scrun/debian13: outside any clone,
@@ -27,14 +27,18 @@ die13() { log13 "ERROR: $*"; exit 1; }
 
 # in_root <pid>: the process runs inside the root (in its mount namespace)
 in_root() {
-  [ "$(stat -L -c %i "/proc/$1/ns/mnt" 2>/dev/null)" = "$(stat -L -c %i "$NS" 2>/dev/null)" ]
+  local ns; ns="$(stat -L -c %i "$NS" 2>/dev/null)"
+  [ -n "$ns" ] && [ "$(stat -L -c %i "/proc/$1/ns/mnt" 2>/dev/null)" = "$ns" ]
 }
 
+# enter13 CMD...: run CMD inside the root (in its mount namespace, made by root.sh), in the
+# project's copy there, with a clean environment (what a login on a Debian 13 machine would
+# have) plus the Debian 13 cluster's knobs.
 # shellcheck disable=SC2016  # the inner sh expands "$1" and "$@"
-chroot13() {
+enter13() {
   local pass=() v
   # a few of the caller's settings go in (the rest of its environment stays outside)
-  for v in CI PYTEST_ARGS TEST_TIMEOUT BENCH_RUNS; do
+  for v in CI PYTEST_ARGS TEST_TIMEOUT BENCH_RUNS BENCH_TIMEOUT; do
     [ -n "${!v:-}" ] && pass+=("$v=${!v}")
   done
   nsenter --mount="$NS" -- /usr/bin/env -i \

@@ -7,10 +7,21 @@
 #   3. a copy of the project at its own path inside (its .venv: the root's Python 3.13)
 # About 50 s on a new machine, 0.1 s when everything is there. Stop with down.sh.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || die13 "needs root (debootstrap, chroot, mount)"
 
 # ------------------------------------------------------------------ 1. build
+# what this script needs on the host
+missing=()
+for tool in debootstrap rsync; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log13 "apt-get install ${missing[*]} (host)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 \
+    || { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+fi
+
 host_mirror() {
   local m=""
   m="$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)"
@@ -21,20 +32,14 @@ host_mirror() {
 build_root() {
   local new="$R.new" mirror
   mirror="${DEBIAN13_MIRROR:-$(host_mirror)}"
-  command -v debootstrap >/dev/null || {
-    log13 "apt-get install debootstrap (host)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >&2 \
-      || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -q --no-install-recommends debootstrap >&2; }
-  }
   # a previous, interrupted build: its mounts first, then the directory
   local m
   for m in $(mounts_under "$new"); do umount -l "$m"; done
   rm -rf "$new"
   mkdir -p "$(dirname "$R")"
   log13 "debootstrap --variant=minbase trixie $new $mirror (about 30 s)"
-  debootstrap --variant=minbase trixie "$new" "$mirror" >"$(dirname "$R")/debootstrap.log" 2>&1 \
-    || { tail -20 "$(dirname "$R")/debootstrap.log" >&2; die13 "debootstrap failed"; }
+  debootstrap --variant=minbase trixie "$new" "$mirror" >"$R.debootstrap.log" 2>&1 \
+    || { tail -20 "$R.debootstrap.log" >&2; die13 "debootstrap failed"; }
   # apt inside needs /proc (some maintainer scripts read it); pip inside the root needs the
   # host's CA configuration (a site's TLS proxy may be trusted only there)
   mount -t proc proc "$new/proc"
@@ -46,10 +51,10 @@ build_root() {
   log13 "packages inside the root (harness/install-deps.sh, about 20 s)"
   local rc=0
   chroot "$new" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-    /tmp/install-deps.sh >"$(dirname "$R")/packages.log" 2>&1 || rc=$?
+    /tmp/install-deps.sh >"$R.packages.log" 2>&1 || rc=$?
   umount "$new/proc"
   rm -f "$new/tmp/install-deps.sh"
-  [ "$rc" = 0 ] || { tail -20 "$(dirname "$R")/packages.log" >&2; die13 "installing packages failed"; }
+  [ "$rc" = 0 ] || { tail -20 "$R.packages.log" >&2; die13 "installing packages failed"; }
   mv "$new" "$R"
   log13 "root ready: $R"
 }
@@ -65,10 +70,13 @@ build_root() {
 # looks right (a half-made one, a root rebuilt meanwhile) is dropped and made again.
 ns_ok() {
   mountpoint -q "$NS" && nsenter --mount="$NS" -- /bin/sh -c \
-    'mountpoint -q /proc && mountpoint -q /run && mountpoint -q /sys && test -x /usr/bin/apt-get' \
-    2>/dev/null
+    'mountpoint -q /proc && mountpoint -q /run && mountpoint -q /sys && test -x /usr/bin/apt-get &&
+     grep -Eq "^[0-9]+ [0-9]+ [0-9:]+ [^ ]+ / .* shared:" /proc/self/mountinfo' 2>/dev/null
 }
 if ! ns_ok; then
+  # an old namespace that is not right any more: this clone's daemons in it go first (they
+  # must share the namespace with the podman and srun that will talk to them)
+  if mountpoint -q "$NS"; then "$HARNESS13/down.sh"; fi
   mkdir -p "$(dirname "$NS")"
   # the file's mount must not propagate (else: "unshare: cannot ... mount propagation")
   if ! mountpoint -q "$(dirname "$NS")"; then
@@ -78,7 +86,8 @@ if ! ns_ok; then
   umount "$NS" 2>/dev/null || true
   touch "$NS"
   # The root bind-mounted onto itself (pivot_root needs a mount point; crun then finds "/"
-  # a mount point too); a fresh /proc; the host's /sys and /dev (cgroup hierarchies,
+  # a mount point too), shared within the namespace as systemd makes "/" (else rootless
+  # podman warns that "/" is not a shared mount, on every call); a fresh /proc; the host's /sys and /dev (cgroup hierarchies,
   # /dev/pts, /dev/shm come along); /run a private tmpfs (podman's runroot, crun's state).
   # shellcheck disable=SC2016  # expanded by the inner sh
   unshare --mount="$NS" --propagation private /bin/sh -c '
@@ -92,12 +101,17 @@ if ! ns_ok; then
     cd "$1"
     pivot_root . .oldroot
     umount -l /.oldroot
-    rmdir /.oldroot' sh "$R" || die13 "could not make the mount namespace of $R"
+    rmdir /.oldroot
+    mount --make-rshared /' sh "$R" || die13 "could not make the mount namespace of $R"
   ns_ok || die13 "the mount namespace of $R is not usable"
   log13 "mount namespace ready: $NS"
 fi
 cp /etc/hosts "$R/etc/hosts"
 cp /etc/resolv.conf "$R/etc/resolv.conf" 2>/dev/null || true
+# podman 5 warns on every call that cgroups v1 is deprecated (this host's layout): not for
+# logins (su -, whose PAM reads /etc/environment) either
+grep -qx PODMAN_IGNORE_CGROUPSV1_WARNING=1 "$R/etc/environment" 2>/dev/null \
+  || echo PODMAN_IGNORE_CGROUPSV1_WARNING=1 >>"$R/etc/environment"
 # cluster-up.sh names the first node after `hostname -s`: same answer inside
 hostname >"$R/etc/hostname"
 

@@ -4,7 +4,8 @@
 # 13 cluster's knobs (cluster dir, ports: see lib.sh). The Makefile's PLATFORM=debian13
 # targets come through here, e.g. `harness/debian13/run.sh make test`.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 [ $# -gt 0 ] || die13 "usage: $0 CMD..."
 "$HARNESS13/root.sh"
-chroot13 "$@"
+enter13 "$@"

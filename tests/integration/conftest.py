@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -262,8 +263,7 @@ def _other_checkout(argv: list[str]) -> bool:
 
 def anchor_processes() -> list[str]:
     """`pid: command line` of every scrun-anchor process of this checkout in this mount
-    namespace (the machine's; inside the Debian 13 root, the root's: the host's anchors are
-    not ours)."""
+    namespace (the machine's; inside the Debian 13 root, the root's)."""
     found = []
     own_namespace = os.readlink("/proc/self/ns/mnt")
     for proc in Path("/proc").iterdir():
@@ -273,7 +273,7 @@ def anchor_processes() -> list[str]:
             if os.readlink(proc / "ns" / "mnt") != own_namespace:
                 continue
         except OSError:
-            continue  # gone meanwhile, or a kernel thread
+            continue  # gone meanwhile
         argv = _cmdline(proc.name)
         if argv and _is_anchor(argv) and not _other_checkout(argv):
             found.append(f"{proc.name}: {' '.join(argv)}")
@@ -319,12 +319,23 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
                 for d in sorted(root.iterdir())
                 if d.is_dir() and not _spool_dir_of_other_checkout(d)
             ]
+    # crun's state of the container steps (the oci.conf runtime root, one per job user:
+    # <root>/<uid>/<container>): Slurm's step cleanup must have deleted it, also after
+    # scancel or a time limit
+    oci_root = Path(env.get("SCRUN_OCI_ROOT", "/nonexistent"))
+    for user_root in sorted(oci_root.glob("[0-9]*")):
+        problems += [
+            f"container state left in {user_root}: {d.name}"
+            for d in sorted(user_root.iterdir())
+            if not d.name.startswith(".")  # crun's .cache
+        ]
     return problems
 
 
 def assert_no_leftovers(env: Mapping[str, str], timeout: float = 10.0) -> None:
     """No job of scrun's (tagged with a container id) in squeue, no scrun-anchor process, no
-    container directory in the default spool root. Polls up to `timeout` s: podman's
+    container directory in the default spool root, no container state in the oci.conf
+    runtime root. Polls up to `timeout` s: podman's
     cleanup (conmon's exit command) and Slurm's job completion run after podman returns."""
     deadline = time.monotonic() + timeout
     while True:
@@ -404,7 +415,8 @@ def site_runtime(cluster: Cluster, tmp_path: Path) -> Callable[[str | None], Sit
         if lua_text is not None:
             (etc / "scrun.lua").write_text(lua_text)
         site_config = base / "scrun.toml"
-        site_config.write_text(f'slurm_conf = "{etc / "slurm.conf"}"\nbin_dir = "/usr/bin"\n')
+        bin_dir = Path(shutil.which("srun", path=cluster.env["PATH"]) or "/usr/bin/srun").parent
+        site_config.write_text(f'slurm_conf = "{etc / "slurm.conf"}"\nbin_dir = "{bin_dir}"\n')
         wrapper = base / "scrun"
         wrapper.write_text(
             f"#!/bin/sh\nSCRUN_SITE_CONFIG={shlex.quote(str(site_config))} "

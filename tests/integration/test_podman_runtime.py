@@ -63,6 +63,39 @@ def test_container_runs_inside_a_slurm_job(
     assert re.fullmatch(r"[0-9]+\n", done.stdout), repr(done.stdout)
 
 
+def slurm_version(cluster: Cluster) -> tuple[int, int]:
+    """(major, minor) of the cluster's Slurm, from `srun --version` (`slurm 24.11.5`)."""
+    major, minor = cluster.run(["srun", "--version"]).stdout.split()[-1].split(".")[:2]
+    return int(major), int(minor)
+
+
+def test_job_and_step_carry_the_container_id(
+    cluster: Cluster, podman: Podman, container_name: str, no_leftovers: Callable[..., None]
+) -> None:
+    """The container's id tags its job and step: in the comment `scrun:<id>` on every
+    version, and on Slurm >= 23.02 (which has `--container-id`) also as the job's and the
+    step's ContainerID, shown by scontrol and squeue. 22.05 has no such field."""
+    started = scrun_podman(podman, "run", "-d", "--name", container_name, IMAGE, "sleep", "60")
+    assert started.returncode == 0, started.stderr
+    cid = started.stdout.strip()
+    jobs = cluster.run(["squeue", "-h", "-o", "%i %k"]).stdout.splitlines()
+    job_id = next(line.split()[0] for line in jobs if line.endswith(f" scrun:{cid}"))
+    wait_for(
+        "the container's step",
+        lambda: cluster.run(["scontrol", "show", "step", f"{job_id}.0"]).returncode == 0,
+    )
+    job = cluster.run(["scontrol", "show", "job", job_id]).stdout
+    step = cluster.run(["scontrol", "show", "step", f"{job_id}.0"]).stdout
+    if slurm_version(cluster) >= (23, 2):
+        assert f"ContainerID={cid}" in job, job
+        assert f"ContainerID={cid}" in step, step
+        listed = cluster.run(["squeue", "-h", "-j", job_id, "-O", "ContainerId:80"]).stdout
+        assert listed.strip() == cid, listed
+    else:
+        assert "ContainerID" not in job, job
+    assert scrun_podman(podman, "rm", "-f", "-t", "0", container_name).returncode == 0
+
+
 # ----------------------------------------------------------------------------- exit codes
 
 

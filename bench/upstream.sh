@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# bench/upstream.sh -- podman + crun, podman + Slurm's own scrun (the C one Slurm >= 23.02
+# installs as /usr/bin/scrun) and podman + this project's scrun, side by side in ONE
+# hyperfine run, each for `true` and `sh -c 'exit 3'`. Reports, per runtime and command:
+# the median, the ratio to crun, ours/upstream, the exit codes seen and the runs that hung.
+#
+# Every run is bounded: `timeout BENCH_TIMEOUT` (5 s) around podman. Upstream scrun 24.11.5
+# through podman 5.4 sometimes never returns (its anchor spins after the job ended); such a
+# run takes the whole limit (timeout ends it: exit 124, or 137 when podman ignores the TERM),
+# counts as hung and is left out of the medians and exit codes. After every run,
+# `reap` ends what a hung run left: the stuck upstream anchor of a bench container
+# (SIGTERM, by pid) and the container (podman rm).
+#
+# Needs the cluster's exports (make bench loads them). Upstream's anchor starts srun without
+# SLURM_CONF, so srun reads /etc/slurm/slurm.conf: the script links it to this cluster's
+# slurm.conf when there is none (the Debian 13 root), and refuses to replace another one.
+set -euo pipefail
+: "${CONTAINERS_CONF:?run through make bench, or eval \"\$(make -s env)\" first}"
+UPSTREAM="${UPSTREAM_SCRUN:-/usr/bin/scrun}"
+RUNS="${BENCH_RUNS:-20}"
+LIMIT="${BENCH_TIMEOUT:-5}"
+IMAGE=localhost/busybox
+if [ ! -x "$UPSTREAM" ]; then
+  echo "== no $UPSTREAM (Slurm >= 23.02 installs it): no comparison with upstream scrun"
+  exit 0
+fi
+
+B="$(mktemp -d /tmp/scrun-bench.XXXXXX)"
+linked=""
+cleanup() {
+  "$B/reap" 2>/dev/null || true
+  [ -z "$linked" ] || rm -f "$linked"
+  rm -rf "$B"
+}
+trap cleanup EXIT
+
+# upstream's own config dir: the cluster's configs (it reads oci.conf too) and a scrun.lua
+# that stages nothing (the nodes are this machine). Ours keeps the cluster's dir, where
+# there is no scrun.lua.
+mkdir -p "$B/etc" "$B/root"
+cp "$(dirname "$SLURM_CONF")"/*.conf "$B/etc/"
+cat >"$B/etc/scrun.lua" <<'EOF'
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
+	return slurm.SUCCESS
+end
+function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir, config_file, job_id, user_id, group_id)
+	return slurm.SUCCESS
+end
+EOF
+if [ ! -e /etc/slurm/slurm.conf ]; then
+  mkdir -p /etc/slurm
+  ln -s "$SLURM_CONF" /etc/slurm/slurm.conf
+  linked=/etc/slurm/slurm.conf
+elif [ "$(readlink -f /etc/slurm/slurm.conf)" != "$(readlink -f "$SLURM_CONF")" ]; then
+  echo "/etc/slurm/slurm.conf is another cluster's: upstream scrun's srun would use it" >&2
+  exit 1
+fi
+
+# As root, upstream scrun refuses to guess its state dir: --root.
+cat >"$B/upstream-scrun" <<EOF
+#!/bin/sh
+exec env SLURM_CONF=$B/etc/slurm.conf $UPSTREAM --root=$B/root "\$@"
+EOF
+cat >"$B/reap" <<'EOF'
+#!/bin/sh
+# after each run: the bench's containers go; first, a stuck upstream anchor of one of them
+# (its command line is "scrun: <container id>") gets SIGTERM, which lets its client finish
+ids="$(podman ps -aq --no-trunc --filter label=scrun-bench)"
+[ -n "$ids" ] || exit 0
+for d in /proc/[0-9]*; do
+  line="$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)"
+  case "$line" in "scrun: "*) ;; *) continue ;; esac
+  for id in $ids; do
+    case "$line" in "scrun: $id"*) kill -TERM "${d#/proc/}" 2>/dev/null ;; esac
+  done
+done
+timeout -k 1 20 podman rm -f -t 0 $ids >/dev/null 2>&1
+exit 0
+EOF
+chmod 755 "$B/upstream-scrun" "$B/reap"
+# podman: the cluster's containers.conf plus the runtime "upstream"
+sed -e "s|^\\[engine.runtimes\\]|&\\nupstream = [\"$B/upstream-scrun\"]|" \
+  -e 's|"scrun"\]|"scrun", "upstream"]|g' "$CONTAINERS_CONF" >"$B/containers.conf"
+export CONTAINERS_CONF="$B/containers.conf"
+
+echo "== $(srun --version), $(podman --version), $(crun --version | head -1), upstream $UPSTREAM"
+commands=()
+for runtime in crun upstream scrun; do
+  for cmd in "true" "sh -c 'exit 3'"; do
+    commands+=("timeout -k 1 $LIMIT podman --runtime $runtime run --rm --label scrun-bench $IMAGE $cmd")
+  done
+done
+started="$(date +%Y-%m-%dT%H:%M:%S)"
+hyperfine -N -i -w 1 -r "$RUNS" --conclude "$B/reap" --export-json "$B/run.json" \
+  "${commands[@]}" | grep -E "Benchmark|Time|Range" || true
+# Jobs an upstream anchor left running: this user's, submitted during the bench, with a
+# container id but not scrun's comment (every job of ours carries `scrun:<id>`).
+"$B/reap"
+while read -r job cid comment submitted; do
+  case "$cid:$comment" in "(null):"* | *":scrun:"*) continue ;; esac
+  [[ "$submitted" < "$started" ]] && continue
+  echo "== job $job of container $cid still ran after the bench: scancel"
+  scancel "$job"
+done < <(squeue -h -u "$(id -un)" -O JobId:12,ContainerId:80,Comment:80,SubmitTime:24 2>/dev/null || true)
+
+python3 - "$B/run.json" "$LIMIT" <<'PY'
+import collections, json, re, statistics, sys
+
+limit = float(sys.argv[2])
+rows = {}
+for result in json.load(open(sys.argv[1]))["results"]:
+    command = result["command"]
+    runtime = re.search(r"--runtime (\S+)", command).group(1)
+    what = command.split(" localhost/busybox ", 1)[1]
+    codes = result.get("exit_codes") or [0] * len(result["times"])
+    # a run that timeout had to end (124 after TERM, 137 after KILL) took the whole limit
+    runs = list(zip(result["times"], codes))
+    done = [(t, c) for t, c in runs if t < limit]
+    rows[(runtime, what)] = (
+        statistics.median(t for t, _ in done) if done else None,
+        collections.Counter(c for _, c in done),
+        len(runs) - len(done),
+        len(runs),
+    )
+
+def ms(x):
+    return f"{x * 1000:.0f} ms" if x else "n/a"
+
+def ratio(a, b):
+    return f"{a / b:.1f}×" if a and b else "n/a"
+
+names = {"crun": "podman + crun", "upstream": "podman + upstream scrun", "scrun": "podman + our scrun"}
+print("\n| runtime | container | median | vs crun | ours/upstream | exit codes | hung |")
+print("|---|---|---|---|---|---|---|")
+for (runtime, what), (median, codes, hung, runs) in rows.items():
+    crun = rows[("crun", what)][0]
+    ours_up = ratio(median, rows[("upstream", what)][0]) if runtime == "scrun" else ""
+    seen = ", ".join(f"{c}×{n}" for c, n in sorted(codes.items())) or "none"
+    print(f"| {names[runtime]} | `{what}` | {ms(median)} | {ratio(median, crun)} | {ours_up} "
+          f"| {seen} | {hung}/{runs} |")
+PY
