@@ -27,6 +27,8 @@ class Bundle:
         "annotations",
         "args",
         "config",
+        "config_file",
+        "cwd",
         "env",
         "oci_version",
         "path",
@@ -39,38 +41,46 @@ class Bundle:
         *,
         path: str,
         config: dict[str, Any],
+        config_file: str,
         rootfs: str,
         args: tuple[str, ...],
         env: tuple[str, ...],
+        cwd: str,
         terminal: bool,
         oci_version: str,
         annotations: dict[str, str],
     ) -> None:
         self.path, self.config, self.rootfs = path, config, rootfs  # rootfs: absolute
-        self.args, self.env, self.terminal = args, env, terminal
+        self.config_file = config_file  # <path>/config.json unless crun's --config chose another
+        self.args, self.env, self.cwd, self.terminal = args, env, cwd, terminal
         self.oci_version, self.annotations = oci_version, annotations
 
     @property
-    def config_file(self) -> str:
-        return os.path.join(self.path, "config.json")
+    def own_config(self) -> bool:
+        """Whether config.json is the bundle's own (slurmd reads only that one)."""
+        return self.config_file == os.path.join(self.path, "config.json")
 
 
-def load(path: str) -> Bundle:
-    """Read and validate `<path>/config.json`; every problem is one clear InvalidInput."""
+def load(path: str, config_file: str | None = None) -> Bundle:
+    """Read and validate `<path>/config.json`, or `config_file` instead (crun's --config:
+    relative to the bundle); every problem is one clear InvalidInput."""
     path = os.path.abspath(path)
-    config_file = os.path.join(path, "config.json")
+    config_file = os.path.join(path, config_file or "config.json")
     if not os.path.isdir(path):
         raise InvalidInput(f"bundle {path} is not a directory")
     try:
         with open(config_file, encoding="utf-8") as stream:
             config = json.load(stream)
     except FileNotFoundError:
-        raise InvalidInput(f"bundle {path} has no config.json") from None
+        if os.path.dirname(config_file) == path:
+            name = os.path.basename(config_file)
+            raise InvalidInput(f"bundle {path} has no {name}") from None
+        raise InvalidInput(f"config file {config_file} does not exist") from None
     except OSError as exc:
         raise InvalidInput(f"cannot read {config_file}: {reason(exc)}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{config_file} is not valid JSON: {exc}") from exc
-    return parse(path, config)
+    return parse(path, config, config_file)
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:
@@ -79,7 +89,7 @@ def _expect(value: Any, kind: type | tuple[type, ...], where: str, what: str) ->
     return value
 
 
-def parse(path: str, config: Any) -> Bundle:
+def parse(path: str, config: Any, config_file: str | None = None) -> Bundle:
     _expect(config, dict, "the top level", "an object")
     version = _expect(config.get("ociVersion", DEFAULT_OCI_VERSION), str, "ociVersion", "a string")
     root = _expect(config.get("root"), dict, "root", "an object")
@@ -93,6 +103,9 @@ def parse(path: str, config: Any) -> Bundle:
     env = _expect(process.get("env", []), list, "process.env", "a list of strings")
     if not all(isinstance(entry, str) for entry in env):
         raise InvalidInput("config.json: process.env must be a list of strings")
+    cwd = _expect(process.get("cwd", "/"), str, "process.cwd", "a string")
+    if not cwd.startswith("/"):
+        raise InvalidInput("config.json: process.cwd must be an absolute path")
     terminal = _expect(process.get("terminal", False), bool, "process.terminal", "a boolean")
     annotations = _expect(config.get("annotations", {}), dict, "annotations", "an object")
     if not all(isinstance(value, str) for value in annotations.values()):
@@ -100,9 +113,11 @@ def parse(path: str, config: Any) -> Bundle:
     return Bundle(
         path=path,
         config=config,
+        config_file=config_file or os.path.join(path, "config.json"),
         rootfs=os.path.normpath(os.path.join(path, root_path)),
         args=tuple(args),
         env=tuple(env),
+        cwd=cwd,
         terminal=terminal,
         oci_version=version,
         annotations=dict(annotations),
@@ -136,16 +151,48 @@ def _hooks_for_nodes(hooks: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def runnable_by_slurm(bundle_path: str, target_dir: str, *, terminal: bool = False) -> str:
-    """A bundle path that slurmd (22.05 and newer) runs with the intended rootfs.
+class NodeBundle:
+    """What the container's step runs: the bundle path slurmd gets and the command line,
+    its program as an absolute path inside the rootfs."""
 
-    If `<bundle>/rootfs` already is the configured root (and no terminal needs the node's
-    /dev/pts), the bundle is used as it is. Otherwise `target_dir` gets a copy of
-    config.json with an absolute root.path and a `rootfs` symlink to it."""
-    staged = load(bundle_path)
+    __slots__ = ("args", "path")
+
+    def __init__(self, path: str, args: tuple[str, ...]) -> None:
+        self.path, self.args = path, args
+
+
+def node_args(staged: Bundle) -> tuple[str, ...]:
+    """process.args with args[0] found as the OCI runtime would find it. Unchanged when
+    the rootfs is not readable here (staged where only the nodes see it) or has no such
+    program (it may come from a mount): the runtime on the node then decides."""
+    from scrunlib import executable
+
+    name = staged.args[0]
+    if "/" not in name and not os.path.isdir(staged.rootfs):
+        log.verbose(f"rootfs {staged.rootfs} is not readable here: {name} left to the node")
+        return staged.args
+    found = executable.find(staged.rootfs, name, staged.env, staged.cwd)
+    if found is None:
+        log.verbose(f"{name} is not in the container's PATH inside {staged.rootfs}")
+        return staged.args
+    return (found, *staged.args[1:])
+
+
+def runnable_by_slurm(
+    bundle_path: str, target_dir: str, *, terminal: bool = False, config_file: str | None = None
+) -> NodeBundle:
+    """The bundle slurmd (22.05 and newer) runs with the intended rootfs, and its command.
+
+    If `<bundle>/rootfs` already is the configured root, config.json is the one to run (not
+    crun's --config `config_file`) and no terminal needs the node's /dev/pts, the bundle is
+    used as it is. Otherwise `target_dir` gets a copy of the config with an absolute
+    root.path and a `rootfs` symlink to it."""
+    staged = load(bundle_path, config_file)
+    args = node_args(staged)
     own_rootfs = os.path.join(staged.path, "rootfs")
-    if not terminal and os.path.realpath(own_rootfs) == os.path.realpath(staged.rootfs):
-        return staged.path
+    same_root = os.path.realpath(own_rootfs) == os.path.realpath(staged.rootfs)
+    if not terminal and same_root and staged.own_config:
+        return NodeBundle(staged.path, args)
     os.makedirs(target_dir, mode=0o755, exist_ok=True)
     config = dict(staged.config)
     config["root"] = {**config["root"], "path": staged.rootfs}
@@ -164,4 +211,4 @@ def runnable_by_slurm(bundle_path: str, target_dir: str, *, terminal: bool = Fal
     if os.path.lexists(link):
         os.unlink(link)
     os.symlink(staged.rootfs, link)
-    return target_dir
+    return NodeBundle(target_dir, args)

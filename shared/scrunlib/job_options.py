@@ -2,7 +2,7 @@
 
 One table, `VARIABLES`, lists every job variable upstream scrun reads, in upstream's order:
 which long option it becomes, what values it takes and where the option goes, the
-allocation (`salloc --no-shell`) or the container's step (`srun --container`).
+allocation (`salloc`) or the container's step (`srun --container`).
 Everything else reads that table: `job_request` (what the anchor submits),
 `unknown_variables` (did-you-mean hints for typos) and scrunlib.variables_doc
 (docs/scrun-variables.md, kept in sync by a unit test).

@@ -136,7 +136,7 @@ def slurm_variables(
     record: Mapping[str, str], cluster_name: str, submit_host: str | None = None
 ) -> dict[str, str]:
     """salloc's output variables (SLURM_JOB_ID, SLURM_JOB_NODELIST, …) from a
-    `scontrol -o show job` record, for a job scrun allocated with `salloc --no-shell`
+    `scontrol -o show job` record, for a job scrun allocated with `salloc`
     (which prints them nowhere). A field the record leaves unset gives no variable.
     `submit_host` defaults to this host.
 

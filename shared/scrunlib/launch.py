@@ -5,7 +5,8 @@ that contract live here.
 program, so no second interpreter start), the same ones the `scrun-anchor` command takes:
 
     scrun-anchor --root DIR --bundle DIR --ready-fd N LOG-OPTIONS [--bundle-is-cwd]
-                 [--pid-file FILE] [--console-socket SOCKET] [--slurm-conf FILE] -- ID
+                 [--config FILE] [--pid-file FILE] [--console-socket SOCKET]
+                 [--slurm-conf FILE] -- ID
 
 (LOG-OPTIONS: LogSettings.as_args, so the anchor logs exactly like its parent) and reads the
 ready fd until EOF. The anchor writes exactly one line there: `created <pid>` once the
@@ -25,6 +26,7 @@ OPTIONS = (
     Opt("root", value=True, help="the runtime root holding the spool directory"),
     Opt("bundle", value=True, help="the bundle create was given"),
     Opt("bundle-is-cwd", help="create was given no --bundle (its cwd is used)"),
+    Opt("config", value=True, help="crun's --config: this file instead of config.json"),
     Opt("ready-fd", value=True, help="report `created <pid>` or `error <msg>` here"),
     Opt("pid-file", value=True, help="write our pid here once created"),
     Opt("console-socket", value=True, help="send the pty master here"),
@@ -48,6 +50,7 @@ class Launch:
     __slots__ = (
         "bundle",
         "bundle_is_cwd",
+        "config_file",
         "console_socket",
         "container_id",
         "log_args",
@@ -65,6 +68,7 @@ class Launch:
         ready_fd: int,
         log_args: Sequence[str],  # LogSettings.as_args()
         bundle_is_cwd: bool = False,
+        config_file: str | None = None,  # absolute; None: the bundle's config.json
         pid_file: str | None = None,
         console_socket: str | None = None,
         slurm_conf: str | None = None,
@@ -72,7 +76,7 @@ class Launch:
         self.root, self.bundle, self.container_id = root, bundle, container_id
         self.ready_fd, self.log_args, self.bundle_is_cwd = ready_fd, log_args, bundle_is_cwd
         self.pid_file, self.console_socket = pid_file, console_socket
-        self.slurm_conf = slurm_conf
+        self.slurm_conf, self.config_file = slurm_conf, config_file
 
     def argv(self, command: Sequence[str]) -> list[str]:
         """`command` (the anchor program) with the options OPTIONS parses."""
@@ -88,6 +92,8 @@ class Launch:
         ]
         if self.bundle_is_cwd:
             argv.append("--bundle-is-cwd")
+        if self.config_file:
+            argv += ["--config", self.config_file]
         if self.pid_file:
             argv += ["--pid-file", self.pid_file]
         if self.console_socket:

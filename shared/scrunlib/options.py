@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 
 class Opt:
-    """One option. `ignored`: accepted for runc/crun callers, no effect; `repeat`: counted."""
+    """One option. `ignored`: accepted for runc/crun callers, no effect; `repeat`: counted,
+    or with `value` each value collected in a list."""
 
     __slots__ = ("help", "ignored", "long", "metavar", "repeat", "short", "value")
 
@@ -73,7 +74,7 @@ def parse(
     stop_at_first_word: bool = False,
     what: str = "",
 ) -> tuple[dict[str, Any], list[str]]:
-    """Parse `argv`; returns ({long name: value, True or count}, positional words).
+    """Parse `argv`; returns ({long name: value, True, count or list}, positional words).
 
     `stop_at_first_word`: global options end at the command word (POSIX getopt)."""
     everything = [*options, HELP]
@@ -88,6 +89,8 @@ def parse(
             raise HelpRequested(usage)
         if opt.ignored:
             log.debug(f"{prefix}ignoring option {flag}{'=' + value if opt.value else ''}")
+        elif opt.repeat and opt.value:
+            values.setdefault(opt.long, []).append(value)
         elif opt.repeat:
             values[opt.long] = values.get(opt.long, 0) + 1
         else:

@@ -16,6 +16,9 @@ Keys (all optional):
   bin_dir    = "/usr/bin"                 # where srun, salloc, scancel, squeue, scontrol are
   lua_timeout = 300                       # seconds a scrun.lua hook may run
   step_grace = 10                         # seconds between SIGTERM and SIGKILL for a stuck srun
+  exec_command = "crun ... exec %o %n.%u.%j.%s.%t"   # how `scrun exec` enters a container on
+                                          # its node (scrunlib.exec_process; default: from
+                                          # oci.conf's RunTimeQuery)
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ class SiteConfig:
     """The parsed site file (or defaults when there is none). A plain class: every
     container's anchor builds one, and dataclasses would cost ~5 ms of imports."""
 
-    __slots__ = ("bin_dir", "lua_timeout", "path", "slurm_conf", "step_grace")
+    __slots__ = ("bin_dir", "exec_command", "lua_timeout", "path", "slurm_conf", "step_grace")
 
     def __init__(
         self,
@@ -56,9 +59,11 @@ class SiteConfig:
         bin_dir: str | None = None,
         lua_timeout: float = 300.0,
         step_grace: float = 10.0,
+        exec_command: str | None = None,
     ) -> None:
         self.path, self.slurm_conf, self.bin_dir = path, slurm_conf, bin_dir
         self.lua_timeout, self.step_grace = lua_timeout, step_grace
+        self.exec_command = exec_command
 
     def slurm_conf_path(self, option: str | None, environ: Mapping[str, str]) -> str:
         """slurm.conf in use: `-f`, then SLURM_CONF, then the site file, then the default."""
@@ -116,6 +121,7 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         "bin_dir": str,
         "lua_timeout": (int, float),
         "step_grace": (int, float),
+        "exec_command": str,
     }
     for key, value in data.items():
         expected = known.get(key)
@@ -129,4 +135,5 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         bin_dir=data.get("bin_dir"),
         lua_timeout=float(data.get("lua_timeout", 300.0)),
         step_grace=float(data.get("step_grace", 10.0)),
+        exec_command=data.get("exec_command"),
     )

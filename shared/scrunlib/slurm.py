@@ -16,6 +16,7 @@ container id so `squeue`/`scontrol` show it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -51,14 +52,6 @@ def job_tag(container_id: str) -> str:
 def tagged_container(comment: str) -> str | None:
     """The container id a job's comment names, None when it is not scrun's tag."""
     return comment.removeprefix(JOB_TAG_PREFIX) if comment.startswith(JOB_TAG_PREFIX) else None
-
-
-def parse_granted_job_id(salloc_stderr: str) -> int:
-    """Job id from salloc's `Granted job allocation N` (or `Pending job allocation N`)."""
-    match = re.search(r"(?:Granted|Pending) job allocation (\d+)", salloc_stderr)
-    if not match:
-        raise SlurmError(f"salloc did not report a job id: {last_line(salloc_stderr)}")
-    return int(match.group(1))
 
 
 def parse_scontrol_record(text: str) -> dict[str, str]:
@@ -132,6 +125,16 @@ def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:
     return argv
 
 
+def exec_argv(srun: str, job_id: int, node: str, command: str, *, pty: bool) -> list[str]:
+    """`scrun exec`: one task on `node`, beside the container's step (--overlap), running
+    `command` (the node's OCI runtime entering the container) under /bin/sh."""
+    argv = [srun, "--jobid", str(job_id), "--job-name", "scrun-exec", "--quiet", "--overlap"]
+    argv += ["--nodes=1", "--ntasks=1", f"--nodelist={node}"]
+    if pty:
+        argv.append("--pty")
+    return [*argv, "--", "/bin/sh", "-c", command]
+
+
 def remote_command_argv(srun: str, job_id: int, script: str) -> list[str]:
     """`slurm.remote_command`: the script on every node of the job, one task each."""
     return [
@@ -150,20 +153,74 @@ def remote_command_argv(srun: str, job_id: int, script: str) -> list[str]:
     ]
 
 
+# What salloc runs for the container's life (salloc ends the job with its exit status):
+# print the job id once the nodes are ready, then wait for the container's status on stdin,
+# `N` (exit N) or `-N` (killed by signal N). EOF (the anchor died) leaves the job to `scrun
+# delete`. A job ended by Slurm (scancel, time limit) ends this shell and keeps its state.
+JOB_HOLDER = (
+    'echo "$SLURM_JOB_ID"; exec >/dev/null; read status || exec sleep 2147483647; '
+    'case $status in -*) kill -"${status#-}" $$ ;; esac; exit "$status"'
+)
+
+
 def salloc_argv(
     salloc: str, job_name: str, container_id: str, options: Sequence[str], version: SlurmVersion
 ) -> list[str]:
-    """A new allocation that outlives salloc (`--no-shell`), tagged with the container id."""
+    """A new allocation held by salloc running JOB_HOLDER, tagged with the container id."""
     argv = [
         salloc,
-        "--no-shell",
         "--wait-all-nodes=1",
+        # without it, salloc waits for the holder for ever once scancel or a time limit
+        # has ended the job; with it, the holder gets SIGTERM and salloc goes
+        "--kill-command=TERM",
         f"--job-name={job_name}",
         f"--comment={job_tag(container_id)}",
     ]
     if supports_container_id(version):
         argv.append(f"--container-id={container_id}")
-    return argv + list(options)
+    return [*argv, *options, "--", "/bin/sh", "-c", JOB_HOLDER]
+
+
+def job_exit_status(exit_code: int) -> str:
+    """What JOB_HOLDER reads for the container's exit code: 128+N (a shell's report of
+    signal N) as the signal itself, so the job's record says 0:N, not 128+N:0."""
+    if 128 < exit_code <= 128 + 64:
+        return f"-{exit_code - 128}"
+    return str(exit_code)
+
+
+class Allocation:
+    """A job of our own, held by its salloc (our child) until `release` ends it with the
+    container's exit status: COMPLETED 0:0, FAILED 3:0, FAILED 0:9 in Slurm's records."""
+
+    def __init__(self, process: subprocess.Popen[bytes], job_id: int) -> None:
+        self.process, self.job_id = process, job_id
+
+    def release(self, exit_code: int, timeout: float) -> bool:
+        """Tell salloc the container's status and wait for it to end the job. False when
+        salloc did not end in time (the caller cancels the job instead)."""
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(f"{job_exit_status(exit_code)}\n".encode())
+            self.process.stdin.close()
+        except OSError:
+            pass  # the job has ended already (scancel, time limit): salloc is going
+        return self.wait(timeout)
+
+    def wait(self, timeout: float) -> bool:
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def reap(self, timeout: float) -> None:
+        """After the job was cancelled: salloc learns it and ends; one that does not, in
+        `timeout` seconds, is killed with its holder (their own process group)."""
+        if not self.wait(timeout):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
 
 
 def cancel_argv(
@@ -278,34 +335,43 @@ class Slurm:
         filecache.write(self.version_cache, key, version_string(self._version) + "\n")
         return self._version
 
-    def allocate(self, job_name: str, container_id: str, options: Sequence[str]) -> int:
-        """Block until the job is granted and its nodes are ready; return its id.
+    def allocate(self, job_name: str, container_id: str, options: Sequence[str]) -> Allocation:
+        """Block until the job is granted and its nodes are ready (the holder prints the job
+        id); salloc then holds the job until the Allocation is released.
 
         If we are interrupted (SIGTERM while the job is pending), salloc gets SIGINT, which
         revokes the pending job, and any job tagged with our id is cancelled too."""
+        import tempfile
+
         argv = salloc_argv(self.path("salloc"), job_name, container_id, options, self.version())
-        process = self.popen(
-            argv,
-            {**os.environ, **self.env},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            out, err = process.communicate()
-        except BaseException:
-            process.send_signal(signal.SIGINT)
+        with tempfile.TemporaryFile() as messages:  # salloc's own lines, for its errors
+            process = self.popen(
+                argv,
+                {**os.environ, **self.env},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=messages,
+                start_new_session=True,  # a process group to end, should it hang
+            )
+            assert process.stdout is not None
             try:
-                process.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            self.cancel_tagged(container_id)
-            raise
-        text = _text(err) + _text(out)
-        if process.returncode != 0:
-            raise SlurmError(f"allocation refused: {last_line(text)}")
-        return parse_granted_job_id(text)
+                line = process.stdout.readline()
+            except BaseException:
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+                self.cancel_tagged(container_id)
+                raise
+            process.stdout.close()
+            if line.strip().isdigit():
+                return Allocation(process, int(line))
+            process.wait()
+            messages.seek(0)
+            text = _text(messages.read())
+        raise SlurmError(f"allocation refused: {last_line(text)}")
 
     def cancel_tagged(self, container_id: str) -> None:
         """Cancel every job of ours whose comment names this container."""
@@ -349,3 +415,20 @@ class Slurm:
             if name == step_name and number.isdigit():
                 steps.append(int(number))
         return steps
+
+    def step_nodes(self, job_id: int, step_id: int) -> list[str]:
+        """The nodes of a running step, in order (its task 0 runs on the first)."""
+        code, out, err = self.run(
+            [self.path("squeue"), "-h", "-s", "-j", str(job_id), "-o", "%i %N"]
+        )
+        nodelist = ""
+        for line in out.splitlines() if code == 0 else []:
+            step, _, nodes = line.strip().partition(" ")
+            if step == f"{job_id}.{step_id}":
+                nodelist = nodes.strip()
+        if not nodelist:
+            raise SlurmError(f"step {job_id}.{step_id} is not running")
+        code, out, err = self.run([self.path("scontrol"), "show", "hostnames", nodelist])
+        if code != 0:
+            raise SlurmError(f"cannot expand node list {nodelist}: {last_line(err or out)}")
+        return out.split()

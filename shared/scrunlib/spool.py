@@ -5,6 +5,7 @@ Layout of `<root>/<container dir>/`:
   anchor.sock    the anchor's control socket (gone once the anchor has exited)
   anchor.log     the anchor's own log (text), so nothing lands in the container's stdio
   bundle/        the bundle Slurm 22.05 can run (config.json + a `rootfs` link), when needed
+  stage.json     what scrun.lua's stage-out needs, from stage-in until stage-out has run
 
 The root also holds per-user caches (scrunlib.filecache), dot files that no container id
 can name: `.slurm-version` (srun's version) and `.site-config` (the parsed site file).
@@ -100,6 +101,10 @@ class Spool:
     @property
     def log_file(self) -> str:
         return os.path.join(self.path, "anchor.log")
+
+    @property
+    def stage_file(self) -> str:
+        return os.path.join(self.path, "stage.json")
 
     @property
     def bundle_dir(self) -> str:

@@ -88,6 +88,7 @@ _DEFAULTS: dict[str, Any] = {
     "anchor_pid": 0,
     "anchor_start_time": None,
     "job_id": None,
+    "nodes": None,  # the job's NodeList, for `scrun list`
     "existing_job": False,  # joined SLURM_JOB_ID: only our step is ours to end
     "job_ended": False,  # the anchor ended the container's job/steps; delete need not call Slurm
     "step_name": "scrun",
@@ -116,6 +117,7 @@ class ContainerState:
     anchor_pid: int
     anchor_start_time: int | None
     job_id: int | None
+    nodes: str | None
     existing_job: bool
     job_ended: bool
     step_name: str
@@ -191,13 +193,16 @@ class ContainerState:
 
     @classmethod
     def load(cls, spool: Spool) -> ContainerState:
+        return cls.load_file(spool.state_file, spool.container_id)
+
+    @classmethod
+    def load_file(cls, path: str, container_id: str) -> ContainerState:
+        """The state in `path`; `container_id` names the container in errors."""
         try:
-            with open(spool.state_file, encoding="utf-8") as stream:
+            with open(path, encoding="utf-8") as stream:
                 data = leanjson.loads(stream.read())
             return cls(**{k: v for k, v in data.items() if k in cls.__slots__})
         except FileNotFoundError:
-            raise ContainerNotFound(spool.container_id) from None
+            raise ContainerNotFound(container_id) from None
         except (OSError, ValueError, TypeError) as exc:
-            raise ScrunError(
-                f"state of container {spool.container_id!r} is unreadable: {exc}"
-            ) from exc
+            raise ScrunError(f"state of container {container_id!r} is unreadable: {exc}") from exc

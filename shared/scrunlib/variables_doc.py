@@ -37,7 +37,7 @@ def markdown_table() -> str:
         "a bad one stops `create` with a one-line error naming the variable, the value and",
         "the reason.",
         "",
-        "*Goes to*: **allocation** = an option of `salloc --no-shell`, which creates the job;",
+        "*Goes to*: **allocation** = an option of `salloc`, which creates and holds the job;",
         "**step** = an option of the container's `srun --container`; **job name** = the",
         "`--job-name` of both. When `SLURM_JOB_ID` is set the container runs in that job:",
         "allocation variables are still checked but have no effect.",

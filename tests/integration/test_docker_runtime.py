@@ -144,21 +144,22 @@ def test_bad_scrun_variable_fails_create(
     assert done.stdout == ""
 
 
-def test_exec_is_refused(
+def test_exec_runs_in_the_container(
     cluster: Cluster,
     docker: Docker,
     container_name: str,
     no_leftovers: Callable[..., None],
     docker_leftovers: Callable[..., None],
 ) -> None:
+    """docker exec: --process, --detach and --pid-file from containerd's shim."""
     started = scrun_docker(docker, "-d", "--name", container_name, IMAGE, "sleep", "300")
     assert started.returncode == 0, started.stderr
-    refused = docker("exec", container_name, "true")
-    assert refused.returncode == 126, (refused.stdout, refused.stderr)
-    # docker 20.10's client prints this error on stdout
-    said = refused.stdout + refused.stderr
-    assert "OCI runtime exec failed: scrun does not support 'exec'" in said, said
-    assert "start another container instead" in said, said
+    done = docker(
+        "exec", "-e", "WHO=exec", "-w", "/tmp", container_name, "sh", "-c", "echo $WHO $PWD; exit 6"
+    )
+    assert (done.returncode, done.stdout) == (6, "exec /tmp\n"), done.stderr
+    fed = docker("exec", "-i", container_name, "cat", input="piped\n")
+    assert (fed.returncode, fed.stdout) == (0, "piped\n"), fed.stderr
     # the container itself goes on
     state = docker("inspect", "--format", "{{.State.Status}}", container_name)
     assert state.stdout.strip() == "running", state.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import uuid
 from collections.abc import Callable, Iterator
@@ -155,6 +156,32 @@ def test_seed_script_stages_the_rootfs_and_syncs_it_back(
         assert copy.read_text() == content
     removed = site.podman("rm", name)
     assert removed.returncode == 0, removed.stderr
+
+
+def test_delete_stages_out_after_the_anchor_was_killed(
+    site_runtime: MakeSite,
+    cluster: Cluster,
+    containers: list[tuple[SiteRuntime, str]],
+) -> None:
+    """SIGKILL leaves the anchor no chance to stage out: `podman rm` (scrun delete) runs the
+    seed script's stage-out, which syncs the copy back and removes it."""
+    site = site_runtime(SEED_SCRIPT.read_text())
+    name = f"scrun-crash-{uuid.uuid4().hex[:10]}"
+    started = site.podman("run", "-d", "--name", name, IMAGE, "sh", "-c", "echo x > /w; sleep 300")
+    containers.append((site, name))
+    assert started.returncode == 0, started.stderr
+    cid = started.stdout.strip()
+    staged = SCRATCH / cid
+    wait_for("/w in the staged rootfs", lambda: (staged / "rootfs" / "w").exists())
+    state = json.loads(site.scrun("state", cid).stdout)
+    assert state["status"] == "running", state
+    os.kill(state["pid"], signal.SIGKILL)
+
+    removed = site.podman("rm", "-f", "-t", "0", name)
+    assert removed.returncode == 0, removed.stderr
+    assert not staged.exists(), f"scratch copy {staged} left behind"
+    jobs = tagged_jobs(cluster, cid)
+    assert all(job_state != "RUNNING" for job_state in jobs.values()), jobs
 
 
 # ----------------------------------------------------------------------------- failures

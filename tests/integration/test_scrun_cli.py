@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from helpers import wait_for
+from helpers import type_into_terminal, wait_for
 from scrunlib.slurm import job_tag
 
 if TYPE_CHECKING:
@@ -116,7 +116,11 @@ class Scrun:
         )
 
     def create(
-        self, container_id: str, bundle: Path | str, pid_file: Path | None = None
+        self,
+        container_id: str,
+        bundle: Path | str,
+        pid_file: Path | None = None,
+        options: tuple[str, ...] = (),
     ) -> subprocess.CompletedProcess[str]:
         """`scrun create`, its stdio in files: the anchor inherits them (they are the
         container's), so pipes would not reach EOF before the container ends."""
@@ -128,6 +132,7 @@ class Scrun:
         argv = [SCRUN, "--root", str(self.root), "create", "--bundle", str(bundle)]
         if pid_file is not None:
             argv += ["--pid-file", str(pid_file)]
+        argv += options
         with stdout.open("w") as out, stderr.open("w") as err:
             done = subprocess.run(
                 [*argv, container_id],
@@ -252,6 +257,86 @@ def test_run_exits_with_the_containers_code(cluster: Cluster, scrun: Scrun) -> N
     scrun.jobs.add(job_id)
     scrun.assert_root_empty()
     wait_job_gone(cluster, job_id)
+
+
+def test_run_with_crun_config_and_runc_options(cluster: Cluster, scrun: Scrun) -> None:
+    """--config runs another file than config.json; the options without a meaning
+    through Slurm are accepted."""
+    bundle = make_bundle(cluster, scrun.tmp / "bundle", ["sh", "-c", "echo config.json"])
+    config = json.loads((bundle / "config.json").read_text())
+    config["process"]["args"] = ["sh", "-c", "echo alternative; exit 4"]
+    (bundle / "alt.json").write_text(json.dumps(config))
+    pid_file = scrun.tmp / "run.pid"
+    scrun.ids.add("alt")
+    done = scrun(
+        "run", "--bundle", str(bundle), "--config", "alt.json", "--pid-file", str(pid_file),
+        "--no-subreaper", "--no-pivot", "--no-new-keyring", "--preserve-fds", "0", "alt",
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (4, "alternative\n"), done.stderr
+    assert pid_file.read_text().isdigit()
+    scrun.assert_root_empty()
+
+
+def test_run_detached_returns_while_the_container_runs(cluster: Cluster, scrun: Scrun) -> None:
+    bundle = make_bundle(cluster, scrun.tmp / "bundle", ["sh", "-c", "echo up; sleep 60"])
+    pid_file = scrun.tmp / "detached.pid"
+    out, err = scrun.tmp / "detached.out", scrun.tmp / "detached.err"
+    scrun.ids.add("detached")
+    began = time.monotonic()
+    argv = [SCRUN, "--root", str(scrun.root), "run", "-d", "--bundle", str(bundle)]
+    # files, not pipes: they are the container's stdout and stderr, open while it runs
+    with out.open("w") as stdout, err.open("w") as stderr:
+        done = subprocess.run(
+            [*argv, "--pid-file", str(pid_file), "detached"],
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            env=cluster.env,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, err.read_text()
+    assert time.monotonic() - began < 30
+    state = scrun.state("detached")
+    assert state["status"] == "running" and state["pid"] == int(pid_file.read_text())
+    wait_for("the container's output", lambda: out.read_text() == "up\n", 20, out.read_text)
+    assert scrun("delete", "detached").returncode == 0
+    wait_job_gone(cluster, state["jobId"])
+    scrun.assert_root_empty()
+
+
+def test_create_with_crun_config(cluster: Cluster, scrun: Scrun) -> None:
+    bundle = make_bundle(cluster, scrun.tmp / "bundle", ["true"])
+    config = json.loads((bundle / "config.json").read_text())
+    config["process"]["args"] = ["sh", "-c", "exit 6"]
+    alternative = scrun.tmp / "elsewhere.json"
+    alternative.write_text(json.dumps(config))
+    done = scrun.create("created-alt", bundle, options=("--config", str(alternative)))
+    assert done.returncode == 0, done.stderr
+    assert scrun("start", "created-alt").returncode == 0
+    assert scrun.wait_status("created-alt", "stopped", STOP_TIMEOUT)["exitCode"] == 6
+    assert scrun("delete", "created-alt").returncode == 0
+    scrun.assert_root_empty()
+
+
+def test_run_in_the_foreground_gives_the_container_the_callers_terminal(
+    cluster: Cluster, scrun: Scrun
+) -> None:
+    """process.terminal and no --console-socket: as with crun, the container's stdio is a
+    terminal (slurmstepd's pty for srun --pty, fed from ours); typed input reaches it."""
+    bundle = make_bundle(
+        cluster, scrun.tmp / "bundle", ["sh", "-c", "tty; read line; echo got $line; exit 7"]
+    )
+    config = json.loads((bundle / "config.json").read_text())
+    config["process"]["terminal"] = True
+    (bundle / "config.json").write_text(json.dumps(config))
+    scrun.ids.add("tty")
+    argv = [SCRUN, "--root", str(scrun.root), "run", "--bundle", str(bundle), "tty"]
+    code, text = type_into_terminal(argv, cluster.env, b"hello\r")
+    assert code == 7, text
+    assert re.search(r"^/dev/pts/[0-9]+\r$", text, re.MULTILINE), text
+    assert "got hello" in text, text
+    scrun.assert_root_empty()
 
 
 # ----------------------------------------------------------------------------- errors
@@ -495,3 +580,27 @@ def test_version(cluster: Cluster, scrun: Scrun, argv: list[str]) -> None:
     slurm = cluster.run(["srun", "--version"]).stdout.split()[-1]
     assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", slurm), slurm
     assert f"slurm: {slurm}" in lines, done.stdout
+
+
+# ----------------------------------------------------------------------------- list
+
+
+def test_list_shows_each_container_with_its_job_and_nodes(cluster: Cluster, scrun: Scrun) -> None:
+    bundle = make_bundle(cluster, scrun.tmp / "bundle", ["sleep", "30"])
+    assert scrun.create("listed", bundle).returncode == 0
+    job_id = scrun.state("listed")["jobId"]
+    nodes = cluster.run(["squeue", "-h", "-j", str(job_id), "-o", "%N"]).stdout.strip()
+    assert nodes
+
+    quiet = scrun("list", "-q")
+    assert quiet.stdout == "listed\n", quiet
+    (entry,) = json.loads(scrun("list", "--format", "json").stdout)
+    assert (entry["id"], entry["status"], entry["jobId"]) == ("listed", "created", job_id)
+    assert entry["nodes"] == nodes and entry["bundle"] == str(bundle)
+    header, row = scrun("list").stdout.splitlines()
+    assert header.split()[:5] == ["ID", "PID", "STATUS", "JOBID", "NODES"]
+    assert row.split()[2:5] == ["created", str(job_id), nodes]
+
+    assert scrun("delete", "listed").returncode == 0
+    assert scrun("list", "-q").stdout == ""
+    scrun.assert_root_empty()

@@ -8,6 +8,7 @@ and ends the job.
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,7 @@ def creation(site: Site, spool: Spool, bundle: Path) -> Creation:
     return Creation(
         spool=spool,
         bundle_path=str(bundle),
+        config_file=None,
         bundle_given=True,
         pid_file=None,
         console_socket=None,
@@ -79,10 +81,25 @@ def creation(site: Site, spool: Spool, bundle: Path) -> Creation:
     )
 
 
+# salloc as far as the anchor relies on it: run the holder after `--` in the job, then end
+# the job with its exit status (here: written beside the script).
+FAKE_SALLOC = f"""#!/bin/sh
+while [ "$1" != "--" ]; do shift; done; shift
+SLURM_JOB_ID={JOB} "$@"; echo $? > "$0.status"
+"""
+
+
 def expect_allocation(fp, site: Site, record: str = RUNNING) -> None:
+    """A real (fake) salloc; every other Slurm command answered by pytest-subprocess."""
+    (site.bin / "salloc").write_text(FAKE_SALLOC)
+    fp.allow_unregistered(True)
     fp.register([site.tool("srun"), "--version"], stdout="slurm 22.05.8\n")
-    fp.register([site.tool("salloc"), fp.any()], stderr=f"salloc: Granted job allocation {JOB}\n")
     fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=record + "\n")
+
+
+def job_status(site: Site) -> str:
+    """The exit status salloc ended the job with (a shell's report: 128+N for signal N)."""
+    return (site.bin / "salloc.status").read_text().strip()
 
 
 def saved(spool: Spool) -> ContainerState:
@@ -103,15 +120,21 @@ def test_a_bad_variable_fails_before_any_job(fp, site, spool, bundle, monkeypatc
 
 def test_a_refused_allocation_leaves_no_socket(fp, site, spool, bundle) -> None:
     fp.register([site.tool("srun"), "--version"], stdout="slurm 22.05.8\n")
-    fp.register(
-        [site.tool("salloc"), fp.any()],
-        stderr="salloc: error: Job submit/allocate failed: Invalid partition name specified\n",
-        returncode=1,
+    (site.bin / "salloc").write_text(
+        "#!/bin/sh\necho 'salloc: error: Job submit/allocate failed: "
+        "Invalid partition name specified' >&2\nexit 1\n"
     )
+    fp.allow_unregistered(True)
     with pytest.raises(SlurmError, match=r"allocation refused: .*Invalid partition"):
         creation(site, spool, bundle).create()
     assert not os.path.exists(spool.socket)
     assert fp.call_count([site.tool("scancel"), fp.any()]) == 0  # there is no job to end
+
+
+@pytest.fixture(autouse=True)
+def quick_reap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake salloc never learns of a (faked) scancel: kill it at once."""
+    monkeypatch.setattr("scrun_anchor.anchor.REAP_SECONDS", 0.1)
 
 
 def test_a_job_that_ends_before_it_starts_is_cancelled(fp, site, spool, bundle) -> None:
@@ -148,12 +171,14 @@ function slurm_scrun_stage_out() mark("out"); return slurm.SUCCESS end
 
 
 @pytest.fixture
-def created(fp, site, spool, bundle) -> Container:
+def created(fp, site, spool, bundle) -> Iterator[Container]:
     expect_allocation(fp, site)
     container = creation(site, spool, bundle).create()
     assert saved(spool).status == Status.CREATED and saved(spool).job_id == JOB
     assert os.path.exists(spool.socket)
-    return container
+    yield container
+    if container.allocation is not None:  # a test that did not stop it: end its salloc
+        container.allocation.reap(timeout=0)
 
 
 def step_argv(site: Site, bundle: Path) -> list[str]:
@@ -184,12 +209,12 @@ def test_the_end_records_the_exit_code_and_ends_the_job(fp, site, spool, bundle,
     fp.register(step_argv(site, bundle), returncode=3)
     created.handle({"op": "start"})
     fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
-    fp.register([site.tool("scancel"), "--quiet", str(JOB)])
     assert created.stop() == 3
     state = saved(spool)
     assert (state.status, state.exit_code, state.job_ended) == (Status.STOPPED, 3, True)
     assert state.error is None  # the container ended, not Slurm
-    assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 1
+    assert job_status(site) == "3"  # salloc ended the job with the container's code
+    assert fp.call_count([site.tool("scancel"), fp.any()]) == 0
     assert not os.path.exists(spool.socket)
 
 
@@ -200,7 +225,6 @@ def test_a_job_slurm_ended_is_reported(fp, site, spool, bundle, created) -> None
         [site.tool("scontrol"), "-o", "show", "job", str(JOB)],
         stdout=f"JobId={JOB} JobState=TIMEOUT",
     )
-    fp.register([site.tool("scancel"), "--quiet", str(JOB)])
     assert created.stop() == 137
     assert saved(spool).error == f"job {JOB} ended by Slurm: TIMEOUT"
 
@@ -209,9 +233,9 @@ def test_kill_before_start_ends_the_container(fp, site, spool, created) -> None:
     assert created.handle({"op": "kill", "signal": 15}) == {"ok": True}
     assert created.stop_requested
     fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
-    fp.register([site.tool("scancel"), "--quiet", str(JOB)])
     assert created.stop() == 128 + 15
     assert saved(spool).exit_code == 143
+    assert job_status(site) == "143"  # the holder killed itself with SIGTERM
 
 
 def test_unknown_requests_are_refused(created) -> None:

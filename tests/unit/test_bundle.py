@@ -77,7 +77,7 @@ def test_slurm_runnable_bundle_links_rootfs(tmp_path):
     config["linux"] = {"cgroupsPath": "/libpod_parent/libpod-x", "namespaces": []}
     write(source, config)
     target = tmp_path / "spool" / "bundle"
-    assert bundles.runnable_by_slurm(str(source), str(target)) == str(target)
+    assert bundles.runnable_by_slurm(str(source), str(target)).path == str(target)
     assert os.readlink(target / "rootfs") == str(elsewhere)
     written = json.loads((target / "config.json").read_text())
     assert written["root"]["path"] == str(elsewhere)
@@ -87,7 +87,7 @@ def test_slurm_runnable_bundle_links_rootfs(tmp_path):
 def test_bundle_with_its_own_rootfs_is_used_as_is(tmp_path):
     (tmp_path / "rootfs").mkdir()
     path = write(tmp_path, GOOD)
-    assert bundles.runnable_by_slurm(path, str(tmp_path / "unused")) == path
+    assert bundles.runnable_by_slurm(path, str(tmp_path / "unused")).path == path
     assert not (tmp_path / "unused").exists()
 
 
@@ -97,7 +97,7 @@ def test_terminal_bundle_sees_the_nodes_ptys(tmp_path):
     config["mounts"] = [{"destination": "/dev/pts", "type": "devpts", "source": "devpts"}]
     path = write(tmp_path, config)
     target = tmp_path / "spool"
-    assert bundles.runnable_by_slurm(path, str(target), terminal=True) == str(target)
+    assert bundles.runnable_by_slurm(path, str(target), terminal=True).path == str(target)
     mounts = json.loads((target / "config.json").read_text())["mounts"]
     assert mounts == [bundles.HOST_PTS_MOUNT]
 
@@ -115,3 +115,87 @@ def test_hooks_of_the_submitting_host_are_dropped(tmp_path):
     bundles.runnable_by_slurm(str(source), str(target))
     hooks = json.loads((target / "config.json").read_text())["hooks"]
     assert hooks == {"prestart": [site_hook], "poststop": [site_hook]}
+
+
+def alpine_like(tmp_path):
+    """/bin/sh and /bin/busybox only; PATH lists /usr/bin before /bin."""
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "bin").mkdir(parents=True)
+    (rootfs / "usr" / "bin").mkdir(parents=True)
+    (rootfs / "bin" / "busybox").write_text("")
+    (rootfs / "bin" / "busybox").chmod(0o755)
+    (rootfs / "bin" / "sh").symlink_to("busybox")
+    config = json.loads(json.dumps(GOOD))
+    config["process"]["env"] = ["PATH=/usr/bin:/bin"]
+    return config
+
+
+def test_the_nodes_run_the_program_the_container_path_finds(tmp_path):
+    config = alpine_like(tmp_path)
+    config["process"]["args"] = ["sh", "-c", "exit 3"]
+    node = bundles.runnable_by_slurm(write(tmp_path, config), str(tmp_path / "unused"))
+    assert node.args == ("/bin/sh", "-c", "exit 3")
+
+
+def test_a_relative_program_is_found_from_the_cwd(tmp_path):
+    config = alpine_like(tmp_path)
+    config["process"].update(args=["./prog", "x"], cwd="/work")
+    node = bundles.runnable_by_slurm(write(tmp_path, config), str(tmp_path / "unused"))
+    assert node.args == ("/work/prog", "x")
+
+
+def test_a_program_missing_from_the_rootfs_is_left_to_the_node(tmp_path):
+    config = alpine_like(tmp_path)
+    config["process"]["args"] = ["from-a-mount"]
+    node = bundles.runnable_by_slurm(write(tmp_path, config), str(tmp_path / "unused"))
+    assert node.args == ("from-a-mount",)
+
+
+def test_a_rootfs_not_readable_here_leaves_the_command_alone(tmp_path):
+    config = json.loads(json.dumps(GOOD))
+    config["root"]["path"] = str(tmp_path / "staged-on-the-nodes")
+    source = tmp_path / "bundle"
+    source.mkdir()
+    node = bundles.runnable_by_slurm(write(source, config), str(tmp_path / "spool"))
+    assert node.args == ("sh",)
+
+
+def test_process_cwd_must_be_absolute(tmp_path):
+    config = json.loads(json.dumps(GOOD))
+    config["process"]["cwd"] = "work"
+    with pytest.raises(InvalidInput, match=r"process\.cwd"):
+        bundles.load(write(tmp_path, config))
+
+
+def with_other_config(tmp_path):
+    """A bundle with its rootfs, config.json and other.json (which runs `other`)."""
+    (tmp_path / "rootfs").mkdir()
+    other = json.loads(json.dumps(GOOD))
+    other["process"]["args"] = ["other"]
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    return write(tmp_path, GOOD)
+
+
+def test_config_file_replaces_config_json(tmp_path):
+    """crun's --config: relative to the bundle, or absolute."""
+    path = with_other_config(tmp_path)
+    for config_file in ("other.json", str(tmp_path / "other.json")):
+        bundle = bundles.load(path, config_file)
+        assert bundle.args == ("other",)
+        assert bundle.config_file == str(tmp_path / "other.json")
+        assert not bundle.own_config
+    assert bundles.load(path).own_config
+    with pytest.raises(InvalidInput, match=r"has no missing\.json"):
+        bundles.load(path, "missing.json")
+    with pytest.raises(InvalidInput, match=r"config file /nonexistent/c\.json does not exist"):
+        bundles.load(path, "/nonexistent/c.json")
+
+
+def test_slurmd_gets_a_copy_of_another_config_file(tmp_path):
+    """slurmd reads <bundle>/config.json: another file is copied into the spool bundle."""
+    path = with_other_config(tmp_path)
+    target = tmp_path / "spool"
+    node = bundles.runnable_by_slurm(path, str(target), config_file="other.json")
+    assert node.path == str(target)
+    assert json.loads((target / "config.json").read_text())["process"]["args"] == ["other"]
+    assert os.readlink(target / "rootfs") == str(tmp_path / "rootfs")

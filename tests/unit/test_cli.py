@@ -129,8 +129,8 @@ def test_create_with_bad_bundle_leaves_nothing(root, tmp_path, capsys):
 
 
 def test_runc_commands_scrun_does_not_have_say_so(root, capsys):
-    assert main(["exec", "--process", "p.json", "x"]) == 1
-    assert "does not support 'exec'" in one_error_line(capsys)
+    assert main(["pause", "x"]) == 1
+    assert "does not support 'pause'" in one_error_line(capsys)
 
 
 def test_errors_never_say_no_such_file(root, tmp_path, capsys):
@@ -139,6 +139,49 @@ def test_errors_never_say_no_such_file(root, tmp_path, capsys):
     err = one_error_line(capsys)
     assert "cannot open log file" in err and "does not exist" in err
     assert "No such file" not in err
+
+
+@pytest.mark.parametrize("command", ["create", "run"])
+def test_run_and_create_accept_runc_and_crun_options(root, capsys, command):
+    """Ignored ones are accepted; the rest reach the bundle check (here: no bundle)."""
+    argv = [command, "--bundle", "/nonexistent", "--no-pivot", "--no-new-keyring"]
+    argv += ["--preserve-fds", "2", "--config", "c.json", "--pid-file", "p", "x"]
+    if command == "run":
+        argv[1:1] = ["-d", "--keep", "--no-subreaper", "--console-socket", "/s"]
+    assert main(argv) == 1
+    assert "bundle /nonexistent is not a directory" in one_error_line(capsys)
+
+
+def test_config_option_names_the_missing_file(root, tmp_path, capsys):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    assert main(["create", "--bundle", str(bundle), "--config", "alt.json", "x"]) == 1
+    assert f"bundle {bundle} has no alt.json" in one_error_line(capsys)
+    assert not (root / "x").exists()
+
+
+def terminal_bundle(tmp_path):
+    bundle = tmp_path / "tty-bundle"
+    (bundle / "rootfs").mkdir(parents=True)
+    config = {"process": {"args": ["sh"], "terminal": True}, "root": {"path": "rootfs"}}
+    (bundle / "config.json").write_text(json.dumps(config))
+    return str(bundle)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["create"], "give --console-socket to receive the container's pty"),
+        (["run", "-d"], "give --console-socket to receive the container's pty"),
+        (["run"], "stdin is not a terminal and no --console-socket was given"),
+    ],
+)
+def test_a_terminal_without_console_socket(root, tmp_path, capsys, monkeypatch, argv, needle):
+    """Only `run` in the foreground may give the container the caller's terminal."""
+    monkeypatch.setattr("os.isatty", lambda fd: False)  # as under CI, also from a terminal
+    assert main([*argv, "--bundle", terminal_bundle(tmp_path), "tty"]) == 1
+    assert needle in one_error_line(capsys)
+    assert not (root / "tty").exists()
 
 
 def test_delete_reports_a_hung_scancel_in_one_line(root, tmp_path, monkeypatch, capsys):

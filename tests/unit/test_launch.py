@@ -15,6 +15,7 @@ def test_the_anchor_parses_what_create_builds():
         ready_fd=5,
         log_args=LogSettings(stderr=4, log_file="/l.json").as_args(),
         bundle_is_cwd=True,
+        config_file="/b/alt.json",
         pid_file="/p",
         console_socket="/s",
         slurm_conf="/etc/slurm.conf",
@@ -27,6 +28,7 @@ def test_the_anchor_parses_what_create_builds():
     assert values["ready-fd"] == "5" and values["bundle-is-cwd"]
     assert (values["pid-file"], values["console-socket"]) == ("/p", "/s")
     assert values["slurm-conf"] == "/etc/slurm.conf"
+    assert values["config"] == "/b/alt.json"
     assert (values["stderr-level"], values["log"]) == ("4", "/l.json")
 
 

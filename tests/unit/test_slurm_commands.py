@@ -11,11 +11,12 @@ import pytest
 from scrunlib.errors import SlurmError
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import (
+    JOB_HOLDER,
     Slurm,
     StepCommand,
     cancel_argv,
+    job_exit_status,
     job_tag,
-    parse_granted_job_id,
     parse_scontrol_record,
     remote_command_argv,
     salloc_argv,
@@ -49,9 +50,11 @@ def test_step_on_23_02_tags_the_container_and_pty():
 
 def test_salloc_line():
     argv = salloc_argv("salloc", "scrun", "c1", ["--partition=second"], V2205)
-    assert argv[:2] == ["salloc", "--no-shell"]
+    assert argv[0] == "salloc" and "--no-shell" not in argv  # salloc holds the job
+    assert "--kill-command=TERM" in argv  # and lets it go once Slurm ended it
     assert "--job-name=scrun" in argv and "--comment=scrun:c1" in argv
-    assert argv[-1] == "--partition=second"
+    assert argv[argv.index("--") - 1] == "--partition=second"
+    assert argv[argv.index("--") :] == ["--", "/bin/sh", "-c", JOB_HOLDER]
     assert "--container-id=c1" in salloc_argv("salloc", "scrun", "c1", [], V2302)
 
 
@@ -72,9 +75,6 @@ def test_cancel_lines():
 
 def test_parsers():
     assert parse_version("slurm 22.05.8\n") == V2205
-    assert parse_granted_job_id("salloc: Granted job allocation 123\n") == 123
-    with pytest.raises(SlurmError):
-        parse_granted_job_id("salloc: error: bad partition")
     record = parse_scontrol_record("JobId=5 JobName=scrun JobState=RUNNING NodeList=vm")
     assert record["JobState"] == "RUNNING" and record["NodeList"] == "vm"
 
@@ -88,24 +88,48 @@ def slurm(tmp_path):
     return Slurm(SiteConfig(bin_dir=str(tmp_path)), "/etc/x/slurm.conf"), str(tmp_path)
 
 
-def test_allocate_parses_the_job_id(fp, slurm):
+FAKE_SALLOC = f"""#!{sys.executable}
+# salloc as far as scrun relies on it: run the command after `--` with the job's id, and
+# end the job with its exit status (recorded here: `exit N` or `signal N`)
+import os, subprocess, sys
+open(sys.argv[0] + ".args", "w").write(" ".join(sys.argv[1:]))
+command = sys.argv[sys.argv.index("--") + 1 :]
+code = subprocess.run(command, env={{**os.environ, "SLURM_JOB_ID": "77"}}).returncode
+status = f"signal {{-code}}" if code < 0 else f"exit {{code}}"
+open(sys.argv[0] + ".status", "w").write(status)
+"""
+
+
+def test_salloc_holds_the_job_until_released_with_the_exit_code(fp, slurm):
     client, bindir = slurm
+    (Path(bindir) / "salloc").write_text(FAKE_SALLOC)
     fp.register([f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
-    fp.register([f"{bindir}/salloc", fp.any()], stderr="salloc: Granted job allocation 77\n")
-    assert client.allocate("scrun", "c1", ["--time=2"]) == 77
-    salloc_call = next(c for c in fp.calls if c[0].endswith("salloc"))
-    assert "--time=2" in salloc_call
+    fp.allow_unregistered(True)
+    cases = ((0, "exit 0"), (3, "exit 3"), (137, "signal 9"), (143, "signal 15"), (255, "exit 255"))
+    for exit_code, recorded in cases:
+        allocation = client.allocate("scrun", "c1", ["--time=2"])
+        assert allocation.job_id == 77
+        assert "--time=2" in (Path(bindir) / "salloc.args").read_text()
+        assert allocation.process.poll() is None  # the job is held
+        assert allocation.release(exit_code, timeout=10)
+        assert (Path(bindir) / "salloc.status").read_text() == recorded
+
+
+def test_exit_status_for_the_holder():
+    assert [job_exit_status(code) for code in (0, 3, 128, 130, 137, 192, 193)] == [
+        "0", "3", "128", "-2", "-9", "-64", "193"
+    ]  # fmt: skip
 
 
 def test_refused_allocation_names_slurms_reason(fp, slurm):
     client, bindir = slurm
-    fp.register([f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
-    fp.register(
-        [f"{bindir}/salloc", fp.any()],
-        stderr="salloc: error: invalid partition specified: nope\n"
-        "salloc: error: Job submit/allocate failed: Invalid partition name specified\n",
-        returncode=1,
+    (Path(bindir) / "salloc").write_text(
+        "#!/bin/sh\necho 'salloc: error: invalid partition specified: nope' >&2\n"
+        "echo 'salloc: error: Job submit/allocate failed: Invalid partition name specified' >&2\n"
+        "exit 1\n"
     )
+    fp.register([f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
+    fp.allow_unregistered(True)
     with pytest.raises(SlurmError, match=r"allocation refused: .*Invalid partition"):
         client.allocate("scrun", "c1", ["--partition=nope"])
 
@@ -176,7 +200,8 @@ def test_commands_every_container_runs_do_not_import_plumbum(tmp_path):
     """srun --version, salloc, scontrol and scancel sit on the path podman waits for."""
     fakes = {
         "srun": "echo slurm 22.05.8",
-        "salloc": "echo 'salloc: Granted job allocation 7' >&2",
+        # runs the job holder after `--` in job 7, as salloc does
+        "salloc": 'while [ "$1" != -- ]; do shift; done; shift; SLURM_JOB_ID=7 exec "$@"',
         "scontrol": "echo JobId=7 JobState=RUNNING",
         "scancel": "exit 0",
         "squeue": "exit 0",
@@ -189,9 +214,11 @@ import sys
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm
 slurm = Slurm(SiteConfig(bin_dir={str(tmp_path)!r}), "/etc/x/slurm.conf")
-assert slurm.allocate("scrun", "c1", []) == 7
+allocation = slurm.allocate("scrun", "c1", [])
+assert allocation.job_id == 7
 assert slurm.job_record(7)["JobState"] == "RUNNING"
 slurm.cancel(7)
+assert allocation.release(0, timeout=10)
 assert "plumbum" not in sys.modules, "plumbum imported"
 slurm.step_ids(7, "scrun")
 assert "plumbum" in sys.modules
@@ -240,10 +267,10 @@ def test_in_a_rootless_namespace_every_command_runs_as_the_real_user(fp, slurm, 
         "--",
     ]
     fp.register([*as_user, f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
-    fp.register([*as_user, f"{bindir}/salloc", fp.any()], stderr="Granted job allocation 8\n")
+    fp.register([*as_user, f"{bindir}/salloc", fp.any()], stdout="8\n")  # the holder's line
     fp.register([*as_user, f"{bindir}/scancel", "--quiet", "8"])
     fp.register([*as_user, f"{bindir}/srun", "--jobid", "8"])
-    assert client.allocate("scrun", "c1", []) == 8
+    assert client.allocate("scrun", "c1", []).job_id == 8
     client.cancel(8)
     step = client.popen([f"{bindir}/srun", "--jobid", "8"], env={})
     step.wait()

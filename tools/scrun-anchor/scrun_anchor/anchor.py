@@ -2,14 +2,16 @@
 
 It lives in two phases, one class each, so that every field is valid for the object's life:
 
-Creation.create(): validate SCRUN_* → allocate (or join SLURM_JOB_ID) → job environment →
-           scrun.lua stage-in → a bundle slurmd can run → `created`, pid file written;
-           returns the Container. Every failure undoes what was done before reporting.
+Creation.create(): validate SCRUN_* → allocate (salloc holds the job; or join
+           SLURM_JOB_ID) → job environment → scrun.lua stage-in → a bundle slurmd can run
+           (its program found in the rootfs) → `created`, pid file written; returns the
+           Container. Every failure undoes what was done before reporting.
 Container.serve(): answer `start` (launch the srun step) and `kill`; notice the step's end,
            a SIGTERM/SIGINT (what `scrun delete` sends), or the job's end; then stop().
 Container.stop(): end the step (scancel, then SIGTERM → SIGKILL to a stuck srun), record
-           the exit code, stage-out, end the job (only our steps in a job we joined), remove
-           the socket, return the container's exit code (128+N for signal N).
+           the exit code, stage-out, end the job (salloc ends it with the container's exit
+           status; only our steps in a job we joined), remove the socket, return the
+           container's exit code (128+N for signal N).
 Every wait is bounded but the allocation's (a pending job waits, as podman waits for
 create). state.json is written at every transition: it is what the other scrun commands read.
 """
@@ -17,25 +19,22 @@ create). state.json is written at every transition: it is what the other scrun c
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import selectors
 import signal
 import socket
 import subprocess
-import termios
 import time
-import tty
 from types import FrameType
 
 from scrunlib import bundle as bundles
-from scrunlib import job_options, jobenv, log, protocol, userns
-from scrunlib.errors import ScrunError, SlurmError, StateError, reason
+from scrunlib import job_options, jobenv, log, procio, protocol, userns
+from scrunlib.errors import ScrunError, SlurmError, StateError
 from scrunlib.files import write_atomically
 from scrunlib.ownership import check_job_owner
 from scrunlib.phases import PhaseClock
 from scrunlib.siteconfig import SiteConfig
-from scrunlib.slurm import Slurm, StepCommand, cluster_name, step_argv
+from scrunlib.slurm import Allocation, Slurm, StepCommand, cluster_name, step_argv
 from scrunlib.slurm_version import SlurmVersion
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status, process_start_time, shell_exit_code
@@ -45,6 +44,9 @@ from scrun_anchor.staging import ContainerStaging, load_stager
 TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
 if TYPE_CHECKING:
     from typing import Any
+
+# How long salloc may take to notice that its job was cancelled before it is killed.
+REAP_SECONDS = 10.0
 
 
 class Cancelled(ScrunError):
@@ -64,6 +66,7 @@ class Creation:
         *,
         spool: Spool,
         bundle_path: str,
+        config_file: str | None,
         bundle_given: bool,
         pid_file: str | None,
         console_socket: str | None,
@@ -79,7 +82,7 @@ class Creation:
         self.log_file = log_file
         self.log_format = log_format
         parse_started = time.monotonic()
-        self.bundle = bundles.load(bundle_path)
+        self.bundle = bundles.load(bundle_path, config_file)
         # None when create defaulted to its cwd: scripts are told so (orig_bundle nil).
         self.submission_bundle = self.bundle.path if bundle_given else None
         self.state = ContainerState.load(spool)
@@ -130,13 +133,14 @@ class Creation:
         if stager is None:
             userns.check_rootfs_visible(self.bundle.rootfs)
         if self.bundle.terminal and self.console_socket:
-            pty_slave = self._send_console(self.console_socket)
+            pty_slave = procio.send_console(self.console_socket)
             undo.callback(os.close, pty_slave)
         server = protocol.listen(self.spool.socket)
         undo.callback(_close_server, server, self.spool)
         self.clock.stop("parse")
         with self.clock.phase("allocate"):
-            job_id, record = self._get_job(request, undo)
+            job_id, allocation, record = self._get_job(request, undo)
+        state.nodes = record.get("NodeList")
         job_env = self._container_job_env(version, record)
         staging = None
         with self.clock.phase("stage-in"):
@@ -150,11 +154,15 @@ class Creation:
                     job_env=job_env,
                     orig_bundle=self.submission_bundle,
                 )
-                staging = ContainerStaging(stager, context)
+                staging = ContainerStaging(stager, context, self.spool, self.slurm_conf)
                 undo.callback(staging.stage_out)  # also after a failed stage-in
                 state.bundle, state.rootfs = staging.stage_in()
             run_bundle = bundles.runnable_by_slurm(
-                state.bundle, self.spool.bundle_dir, terminal=self.bundle.terminal
+                state.bundle,
+                self.spool.bundle_dir,
+                terminal=self.bundle.terminal,
+                # not staged elsewhere: crun's --config file, when given, is what runs
+                config_file=self.bundle.config_file if state.bundle == self.bundle.path else None,
             )
         state.transition(Status.CREATED)
         state.save(self.spool)
@@ -163,6 +171,7 @@ class Creation:
             spool=self.spool,
             state=state,
             job_id=job_id,
+            allocation=allocation,
             bundle=self.bundle,
             run_bundle=run_bundle,
             step_args=request.step_args,
@@ -177,8 +186,9 @@ class Creation:
 
     def _get_job(
         self, request: job_options.JobRequest, undo: contextlib.ExitStack
-    ) -> tuple[int, dict[str, str]]:
-        """Allocate a job, or join SLURM_JOB_ID's; returns its id and running job record."""
+    ) -> tuple[int, Allocation | None, dict[str, str]]:
+        """Allocate a job, or join SLURM_JOB_ID's; returns its id, our Allocation (None for
+        a job we joined) and its running job record."""
         state = self.state
         if request.existing_job_id is not None:
             job_id = state.job_id = request.existing_job_id
@@ -190,11 +200,11 @@ class Creation:
             if record.get("JobState") != "RUNNING":
                 raise SlurmError(f"job {job_id} is not running ({record.get('JobState')})")
             state.save(self.spool)
-            return job_id, record
+            return job_id, None, record
         state.step_name = request.job_name
         log.verbose(f"allocating: salloc {' '.join(request.allocation_args)}")
         try:
-            job_id = self.slurm.allocate(request.job_name, state.id, request.allocation_args)
+            allocation = self.slurm.allocate(request.job_name, state.id, request.allocation_args)
         except SlurmError as exc:
             asked = [
                 f"{v.name}={self.environ[v.name]}"
@@ -204,13 +214,13 @@ class Creation:
             if not asked:
                 raise
             raise SlurmError(f"{exc.message} (job options: {', '.join(asked)})") from exc
-        state.job_id = job_id
-        undo.callback(_end_job, self.slurm, state, job_id)
+        job_id = state.job_id = allocation.job_id
+        undo.callback(_end_job, self.slurm, state, job_id, allocation)
         state.save(self.spool)
         record = self.slurm.job_record(job_id)
         if record.get("JobState") != "RUNNING":
             raise SlurmError(f"job {job_id} ended before it started ({record.get('JobState')})")
-        return job_id, record
+        return job_id, allocation, record
 
     def _container_job_env(self, version: SlurmVersion, record: dict[str, str]) -> dict[str, str]:
         """What scrun.lua's hooks, their commands and the container's srun run with."""
@@ -224,27 +234,6 @@ class Creation:
             log_format=self.log_format,
             version=version,
         )
-
-    @staticmethod
-    def _send_console(console_socket: str) -> int:
-        """Hand the pty master to the caller's console socket (one byte + SCM_RIGHTS);
-        returns the slave, the container step's stdio."""
-        master, slave = os.openpty()
-        # Raw: the terminal discipline that counts is the one of the pty slurmstepd makes for
-        # `srun --pty`; ours must pass bytes through untouched (no second echo, no CR/LF
-        # translation).
-        tty.setraw(slave)
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-                conn.settimeout(30)
-                conn.connect(console_socket)
-                socket.send_fds(conn, [b" "], [master])
-        except OSError as exc:
-            os.close(slave)
-            raise ScrunError(f"cannot use console socket {console_socket}: {reason(exc)}") from exc
-        finally:
-            os.close(master)
-        return slave
 
     def _write_pid_file(self) -> None:
         if not self.pid_file:
@@ -264,8 +253,9 @@ class Container:
         spool: Spool,
         state: ContainerState,
         job_id: int,
+        allocation: Allocation | None,
         bundle: bundles.Bundle,
-        run_bundle: str,
+        run_bundle: bundles.NodeBundle,
         step_args: tuple[str, ...],
         job_env: dict[str, str],
         slurm: Slurm,
@@ -276,6 +266,7 @@ class Container:
         clock: PhaseClock,
     ) -> None:
         self.spool, self.state, self.job_id, self.bundle = spool, state, job_id, bundle
+        self.allocation = allocation  # a job of our own, held by its salloc
         self.run_bundle = run_bundle  # what srun --container runs (staged, adapted for slurmd)
         self.step_args = step_args  # SCRUN_* options for the step's srun
         self.job_env, self.slurm, self.site, self.server = job_env, slurm, site, server
@@ -295,8 +286,11 @@ class Container:
             signal.signal(sig, self._on_stop_signal)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the loop
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        if self.bundle.terminal:
-            _detach_stdio()  # in terminal mode our stdio is the caller's, not the container's
+        if self.pty_slave is not None:
+            # The console socket's pty is the container's stdio; ours is the caller's. (With
+            # a terminal and no console socket, `scrun run` in the foreground: the caller's
+            # terminal is the container's, srun --pty takes it over.)
+            _detach_stdio()
         log.verbose(f"container {self.state.id} created in job {self.job_id}")
         selector = selectors.DefaultSelector()
         selector.register(self.server, selectors.EVENT_READ, "request")
@@ -358,8 +352,8 @@ class Container:
             self.slurm.path("srun"),
             StepCommand(
                 job_id=self.job_id,
-                bundle=self.run_bundle,
-                args=self.bundle.args,
+                bundle=self.run_bundle.path,
+                args=self.run_bundle.args,
                 container_id=state.id,
                 job_name=state.step_name,
                 pty=self.bundle.terminal,
@@ -375,7 +369,7 @@ class Container:
             "PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
         }
         log.verbose(f"starting step: {' '.join(argv)}")
-        self.step = self.slurm.popen(argv, env, **self._step_stdio())
+        self.step = self.slurm.popen(argv, env, **procio.srun_stdio(self.pty_slave))
         if self.pty_slave is not None:
             os.close(self.pty_slave)
             self.pty_slave = None
@@ -385,22 +379,6 @@ class Container:
         state.step_start_time = process_start_time(self.step.pid)
         state.transition(Status.RUNNING)
         state.save(self.spool)
-
-    def _step_stdio(self) -> dict[str, Any]:
-        if self.pty_slave is None:
-            return {"stdin": 0, "stdout": 1, "stderr": 2}
-        slave = self.pty_slave
-
-        def controlling_tty() -> None:
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-        return {
-            "stdin": slave,
-            "stdout": slave,
-            "stderr": slave,
-            "start_new_session": True,
-            "preexec_fn": controlling_tty,
-        }
 
     def _kill(self, signum: int) -> None:
         state = self.state
@@ -439,7 +417,7 @@ class Container:
             with self.clock.phase("stage-out"):
                 self.staging.stage_out()
         with self.clock.phase("teardown"):
-            _end_job(self.slurm, state, self.job_id)
+            _end_job(self.slurm, state, self.job_id, self.allocation, self.exit_code)
         state.save(self.spool)
         _close_server(self.server, self.spool)
         log.verbose(f"container {state.id} stopped with exit code {self.exit_code}")
@@ -486,16 +464,32 @@ class Container:
             log.error(state.error)
 
 
-def _end_job(slurm: Slurm, state: ContainerState, job_id: int) -> None:
-    """End what is the container's in Slurm (the job we allocated, or our steps in a job we
-    joined), once; `delete` relies on job_ended."""
+def _end_job(
+    slurm: Slurm,
+    state: ContainerState,
+    job_id: int,
+    allocation: Allocation | None = None,
+    exit_code: int | None = None,
+) -> None:
+    """End what is the container's in Slurm, once: our allocation with the container's
+    `exit_code` (salloc ends the job with it: COMPLETED 0:0, FAILED 3:0, FAILED 0:9), else
+    by scancel (no container ran, or salloc did not end it; in a job we joined, only our
+    steps); `delete` relies on job_ended."""
     if state.job_ended:
         return
+    grace = slurm.site.step_grace + 30
+    if allocation is not None and exit_code is not None:
+        if allocation.release(exit_code, timeout=grace):
+            state.job_ended = True
+            return
+        log.error(f"salloc of job {job_id} did not end it; cancelling it")
     try:
         slurm.end_container_job(job_id, existing_job=state.existing_job, step_name=state.step_name)
         state.job_ended = True
     except SlurmError as exc:
         log.error(str(exc))
+    if allocation is not None:
+        allocation.reap(timeout=REAP_SECONDS)
 
 
 def _close_server(server: socket.socket, spool: Spool) -> None:

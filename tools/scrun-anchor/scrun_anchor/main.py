@@ -75,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         creation = Creation(
             spool=spool,
             bundle_path=values["bundle"],
+            config_file=values.get("config"),
             bundle_given=not values.get("bundle-is-cwd"),
             pid_file=values.get("pid-file"),
             console_socket=values.get("console-socket"),

@@ -46,7 +46,7 @@ Commands run for real (rsync, mkdir, srun ...), as the invoking user.
 EPILOG = """\
 job:
   --job-id N uses an existing job (default: $SLURM_JOB_ID); --allocate gets a new one
-  with `salloc --no-shell` and cancels it afterwards unless --keep-job is given.
+  as scrun does (salloc holds it) and cancels it afterwards unless --keep-job is given.
 
 exit status:
   0  the stage function(s) succeeded
@@ -212,7 +212,7 @@ def run(args: argparse.Namespace) -> Report:
     slurm = Slurm(site, slurm_conf, os.environ)
     allocated = job_id is None
     if job_id is None:
-        job_id = slurm.allocate("scrun-stage", container_id, args.salloc_arg)
+        job_id = slurm.allocate("scrun-stage", container_id, args.salloc_arg).job_id
     try:
         container_spool = spool.Spool(args.root or spool.default_root(os.environ), container_id)
         job_env, job_env_source = job_env_and_source(bundle, container_spool, job_id, slurm)

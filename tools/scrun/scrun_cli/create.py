@@ -25,17 +25,24 @@ from scrun_cli.context import CommandContext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
 OPTIONS = (
     Opt("bundle", "b", value=True, metavar="DIR", help="bundle (default: the current directory)"),
+    Opt(
+        "config",
+        value=True,
+        metavar="FILE",
+        help="use FILE (relative: to the bundle) as config.json",
+    ),
     Opt(
         "pid-file", value=True, metavar="FILE", help="write the container's pid (the anchor's) here"
     ),
     Opt("console-socket", value=True, metavar="SOCKET", help="receives the pty master"),
     Opt("no-pivot", ignored=True),
     Opt("no-new-keyring", ignored=True),
-    Opt("preserve-fds", value=True, ignored=True),
+    # srun carries only the container's stdin, stdout and stderr to the nodes
+    Opt("preserve-fds", value=True, metavar="N", ignored=True),
 )
 USAGE = usage_text(
     "scrun create [OPTIONS] CONTAINER-ID",
@@ -52,13 +59,26 @@ def create_container(
     bundle_path: str | None,
     pid_file: str | None,
     console_socket: str | None,
+    config_file: str | None = None,
+    *,
+    foreground: bool = False,
 ) -> int:
     """Everything `create` does; returns the anchor's pid once the container is created.
-    `bundle_path` None means the current directory (scrun.lua is told it was not given)."""
+    `bundle_path` None means the current directory (scrun.lua is told it was not given).
+    `foreground`: `scrun run` waits for the container, so with a terminal and no console
+    socket the caller's terminal (stdin) becomes the container's, as crun does."""
     spool = ctx.spool(container_id)
-    bundle = bundles.load(bundle_path or os.getcwd())
-    if bundle.terminal and not console_socket and not os.isatty(0):
-        raise InvalidInput("process.terminal is true but no --console-socket was given")
+    bundle = bundles.load(bundle_path or os.getcwd(), config_file)
+    if bundle.terminal and not console_socket:
+        if not foreground:
+            raise InvalidInput(
+                "process.terminal is true: give --console-socket to receive the container's pty"
+            )
+        if not os.isatty(0):
+            raise InvalidInput(
+                "process.terminal is true but stdin is not a terminal and no --console-socket "
+                "was given"
+            )
     if pid_file:
         pid_file = os.path.abspath(pid_file)
     spool.create()
@@ -72,7 +92,13 @@ def create_container(
             owner=user_name(real_ids()[0]) or str(real_ids()[0]),
         ).save(spool)
         return _launch_anchor(
-            ctx, spool, bundle.path, bundle_path is None, pid_file, console_socket
+            ctx,
+            spool,
+            bundle.path,
+            bundle_path is None,
+            pid_file,
+            console_socket,
+            None if bundle.own_config else bundle.config_file,
         )
     except BaseException:
         spool.remove()
@@ -86,6 +112,7 @@ def _launch_anchor(
     bundle_is_cwd: bool,
     pid_file: str | None,
     console_socket: str | None,
+    config_file: str | None,
 ) -> int:
     read_end, write_end = os.pipe()
     argv = Launch(
@@ -95,6 +122,7 @@ def _launch_anchor(
         ready_fd=write_end,
         log_args=ctx.log_settings.as_args(),
         bundle_is_cwd=bundle_is_cwd,
+        config_file=config_file,
         pid_file=pid_file,
         console_socket=os.path.abspath(console_socket) if console_socket else None,
         slurm_conf=ctx.slurm_conf_option,
@@ -129,14 +157,23 @@ def _become_anchor(options: list[str]) -> NoReturn:
     os._exit(code)
 
 
-def run(ctx: CommandContext, argv: Sequence[str]) -> int:
-    values, words = parse(argv, OPTIONS, USAGE, what="create")
-    (container_id,) = one_id(words, "create")
-    create_container(
+def create_from_options(
+    ctx: CommandContext, container_id: str, values: dict[str, Any], *, foreground: bool = False
+) -> int:
+    """create_container with the options `create` and `run` share (OPTIONS)."""
+    return create_container(
         ctx,
         container_id,
         values.get("bundle"),
         values.get("pid-file"),
         values.get("console-socket"),
+        values.get("config"),
+        foreground=foreground,
     )
+
+
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
+    values, words = parse(argv, OPTIONS, USAGE, what="create")
+    (container_id,) = one_id(words, "create")
+    create_from_options(ctx, container_id, values)
     return 0

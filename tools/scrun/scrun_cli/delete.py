@@ -2,7 +2,9 @@
 
 Always forced (a running container is stopped first) and idempotent: `--force` on an
 unknown id succeeds, as podman's and containerd's cleanups need. The normal case (the
-anchor has already ended the job and exited) touches no Slurm command at all.
+anchor has already staged out, ended the job and exited) touches no Slurm command and no
+Lua at all. After an anchor that died first, delete runs scrun.lua's stage-out for it
+(a failure is reported, the delete goes on) and ends its step and job.
 """
 
 from __future__ import annotations
@@ -49,10 +51,17 @@ def stop_anchor(ctx: CommandContext, state: ContainerState) -> None:
         wait_gone(state.anchor_pid, state.anchor_start_time, 5)
 
 
-def release_leftovers(ctx: CommandContext, state: ContainerState) -> None:
-    """After an anchor died without cleaning up: end our step's srun and our job."""
+def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
+    """After an anchor died without cleaning up: end our step's srun, stage out (while the
+    job still runs, as the anchor would have), end our job."""
     if process_alive(state.step_pid, state.step_start_time) and state.step_pid:
         os.kill(state.step_pid, signal.SIGKILL)
+    if os.path.exists(spool.stage_file):
+        from scrunlib.stageout import PendingStageOut  # only on this fault path: lupa
+
+        pending = PendingStageOut.load(spool)
+        if pending is not None:
+            pending.run(ctx.site)
     if state.job_id is None or state.job_ended:
         return
     from scrunlib.slurm import Slurm  # only on this fault path: plumbum is not cheap
@@ -71,7 +80,7 @@ def delete_container(ctx: CommandContext, spool: Spool, state: ContainerState) -
             state = ContainerState.load(spool)
         except ContainerNotFound:
             return  # it was still being created: the failed `create` has cleaned up
-    release_leftovers(ctx, state)
+    release_leftovers(ctx, spool, state)
     spool.remove()
 
 

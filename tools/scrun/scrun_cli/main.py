@@ -29,23 +29,26 @@ COMMANDS = {
     "start": "run the created container's process as a job step",
     "state": "print the container's OCI state as JSON",
     "kill": "send a signal to the container's processes",
+    "exec": "run another process in the running container (a step of its job)",
     "delete": "end the container's job and remove everything scrun kept for it",
     "run": "create, start and wait for a container; exit with its exit code",
+    "list": "list the containers under the root, with their Slurm jobs and nodes",
+    "features": "print what scrun supports as JSON (runc's `features` document)",
     "version": "print scrun's, the OCI spec's and Slurm's versions",
 }
 
+# commands whose module is named otherwise (so as not to shadow a Python builtin)
+MODULES = {"run": "run_cmd", "exec": "exec_cmd"}
+
 # runc/crun commands a client may try: a clear "no" instead of "unknown command".
 NOT_SUPPORTED = {
-    "exec": "a container is one Slurm job step; start another container instead",
     "pause": "Slurm job steps cannot be paused through scrun",
     "resume": "Slurm job steps cannot be paused through scrun",
     "ps": "the container's processes run on the compute nodes (see squeue -s)",
     "update": "a running job's resources are Slurm's to change (scontrol update)",
     "checkpoint": "checkpointing is not supported",
     "restore": "checkpointing is not supported",
-    "features": "not implemented",
     "spec": "not implemented",
-    "list": "not implemented (containers are listed by podman and squeue)",
     "events": "not implemented",
 }
 
@@ -143,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ScrunError(f"scrun does not support {command!r}: {NOT_SUPPORTED[command]}")
         if command not in COMMANDS:
             raise UsageError(f"unknown command {rest[0]!r} (commands: {', '.join(COMMANDS)})")
-        name = f"scrun_cli.{command if command != 'run' else 'run_cmd'}"
+        name = f"scrun_cli.{MODULES.get(command, command)}"
         module = __import__(name, fromlist=["run"])  # the command's module, imported now
         code: int = module.run(ctx, rest[1:])
         return code

@@ -1,0 +1,166 @@
+"""`scrun exec`: the process to start in a running container, and the command that starts it
+on the compute node that runs the container's task 0.
+
+oci.conf has no exec hook, so the node-side command comes from the site configuration's
+`exec_command`, a template in oci.conf's own pattern language:
+
+    exec_command = "crun --rootless=true --root=/run/user/$(id -u)/crun exec %o %n.%u.%j.%s.%t"
+
+%o: the exec options (--tty, --cwd, --env, --user, shell-quoted), %n: node name, %u: user
+name, %U: user id, %j: job id, %s: step id, %t: task id (0), %%: a percent sign. The command
+and its arguments are appended, shell-quoted; the whole runs under /bin/sh -c on the node.
+For a template of the form `<runtime> exec %o <name>`, the command first waits (10 s at
+most) until `<runtime> state <name>` finds the container: slurmstepd creates it a moment
+after the step starts.
+Without `exec_command`, one is derived from oci.conf's RunTimeQuery (`<runtime> state
+<name>` becomes `<runtime> exec %o <name>`): runc and crun take the same exec options.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+
+from scrunlib.errors import InvalidInput, ScrunError, reason
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+_PATTERN = re.compile(r"%(.)")
+_QUERY = re.compile(r"^\s*RunTimeQuery\s*=\s*(.*?)\s*$", re.IGNORECASE)
+_STATE_CALL = re.compile(r"^(?P<runtime>.*?)\s+state\s+(?P<name>\S+)")
+_EXEC_CALL = re.compile(r"^(?P<runtime>.*?)\s+exec\s+%o\s+(?P<name>\S+)$")
+# `podman run -d` returns once the step is launched; slurmstepd may not have created the
+# container yet: wait for it (at most this many tenths of a second)
+READY_TENTHS = 100
+
+
+class ExecProcess:
+    """What runs: args, env, cwd, user and whether it wants a terminal (an OCI `process`)."""
+
+    __slots__ = ("args", "cwd", "env", "terminal", "user")
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        *,
+        env: Sequence[str] = (),
+        cwd: str | None = None,
+        user: str | None = None,
+        terminal: bool = False,
+    ) -> None:
+        self.args, self.env, self.cwd = tuple(args), tuple(env), cwd
+        self.user, self.terminal = user, terminal
+
+    def runtime_options(self) -> list[str]:
+        """The options runc and crun `exec` both take for this process."""
+        options = ["--tty"] if self.terminal else []
+        if self.cwd:
+            options += ["--cwd", self.cwd]
+        for entry in self.env:
+            options += ["--env", entry]
+        if self.user:
+            options += ["--user", self.user]
+        return options
+
+
+def load_process(path: str) -> ExecProcess:
+    """An OCI `process` object from a file (podman's and docker's --process)."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            process = json.load(stream)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read process file {path}: {reason(exc)}") from exc
+    except ValueError as exc:
+        raise InvalidInput(f"process file {path} is not valid JSON: {exc}") from exc
+    return parse_process(process, path)
+
+
+def parse_process(process: Any, where: str) -> ExecProcess:
+    if not isinstance(process, dict):
+        raise InvalidInput(f"{where}: the process must be a JSON object")
+    args = process.get("args")
+    if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+        raise InvalidInput(f"{where}: args must be a list of strings")
+    env = process.get("env", [])
+    if not isinstance(env, list) or not all(isinstance(entry, str) for entry in env):
+        raise InvalidInput(f"{where}: env must be a list of strings")
+    cwd = process.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise InvalidInput(f"{where}: cwd must be a string")
+    user = process.get("user") or {}
+    if not isinstance(user, dict):
+        raise InvalidInput(f"{where}: user must be an object")
+    uid, gid = user.get("uid"), user.get("gid")
+    for name, value in (("uid", uid), ("gid", gid)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise InvalidInput(f"{where}: user.{name} must be a number")
+    user_option = None
+    if uid is not None:
+        user_option = str(uid) if gid is None else f"{uid}:{gid}"
+    terminal = process.get("terminal", False)
+    if not isinstance(terminal, bool):
+        raise InvalidInput(f"{where}: terminal must be a boolean")
+    return ExecProcess(args, env=env, cwd=cwd or None, user=user_option, terminal=terminal)
+
+
+def template_from_oci_conf(text: str) -> str | None:
+    """`<runtime> exec %o <name>` from oci.conf's RunTimeQuery, None without a usable one."""
+    for line in text.splitlines():
+        match = _QUERY.match(line)
+        if not match:
+            continue
+        value = match.group(1)
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        call = _STATE_CALL.match(value)
+        if call:
+            return f"{call.group('runtime')} exec %o {call.group('name')}"
+    return None
+
+
+def node_command(template: str, process: ExecProcess, values: Mapping[str, str]) -> str:
+    """The shell command for the node: `template` expanded, the process's args appended.
+    `values`: the text for each pattern letter but `o` (node, user, ids)."""
+
+    def expand(match: re.Match[str]) -> str:
+        letter = match.group(1)
+        if letter == "%":
+            return "%"
+        if letter == "o":
+            return shlex.join(process.runtime_options())
+        if letter not in values:
+            raise ScrunError(f"exec_command: unknown pattern %{letter} in {template!r}")
+        return shlex.quote(values[letter])
+
+    command = f"{_PATTERN.sub(expand, template)} {shlex.join(process.args)}"
+    call = _EXEC_CALL.match(template)
+    if call is None:
+        return command
+    state = _PATTERN.sub(expand, f"{call.group('runtime')} state {call.group('name')}")
+    return (
+        f"i=0; until {state} >/dev/null 2>&1 || [ $i -ge {READY_TENTHS} ]; "
+        f"do i=$((i+1)); sleep 0.1; done; {command}"
+    )
+
+
+def default_template(slurm_conf: str) -> str:
+    """The template derived from the oci.conf beside slurm.conf; one clear error if none."""
+    oci_conf = os.path.join(os.path.dirname(slurm_conf), "oci.conf")
+    try:
+        with open(oci_conf, encoding="utf-8") as stream:
+            template = template_from_oci_conf(stream.read())
+    except OSError as exc:
+        raise ScrunError(
+            f"exec needs exec_command in the site config ({oci_conf}: {reason(exc)})"
+        ) from exc
+    if template is None:
+        raise ScrunError(
+            f"exec needs exec_command in the site config ({oci_conf} has no "
+            "RunTimeQuery of the form `<runtime> state <name>`)"
+        )
+    return template

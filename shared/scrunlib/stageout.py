@@ -1,0 +1,117 @@
+"""Stage-out that survives the anchor: from the moment stage-in begins until stage-out has
+run, the spool keeps what stage-out needs (`stage.json`). The anchor stages out and removes
+it; when the anchor died first (SIGKILL, a crash), `scrun delete` finds it and runs
+scrun.lua's stage-out itself, with the arguments the anchor would have passed.
+
+What cannot be carried over: Lua globals the script set in stage-in (a fresh copy of the
+script runs stage-out).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+
+from scrunlib import log
+from scrunlib.errors import LuaError, ScrunError, reason
+from scrunlib.files import write_atomically
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the anchor imports this module: no typing or Lua records at run time
+    from typing import Any
+
+    from scrunlib.lua.records import StageContext
+    from scrunlib.lua.stage import Stager
+    from scrunlib.siteconfig import SiteConfig
+    from scrunlib.spool import Spool
+
+
+def load_stager(script: str, slurm_conf: str, site: SiteConfig) -> Stager | None:
+    """scrun.lua at `script`, loaded once (its top level runs); None when there is none.
+    Raises LuaError when it cannot be loaded."""
+    if not os.path.exists(script):
+        return None
+    from scrunlib.lua.stage import Stager, SubprocessRunner
+    from scrunlib.slurm import cluster_name
+
+    runner = SubprocessRunner(
+        srun=site.command("srun"), slurm_conf=slurm_conf, timeout=site.lua_timeout
+    )
+    return Stager.load(
+        script, runner=runner, cluster_name=cluster_name(slurm_conf), timeout=site.lua_timeout
+    )
+
+
+class PendingStageOut:
+    """A container staged in (or being staged in) and not staged out yet: the hooks'
+    arguments, the paths stage-in chose, and the script and slurm.conf it ran with."""
+
+    __slots__ = ("bundle", "context", "root_path", "script", "slurm_conf")
+
+    def __init__(
+        self, context: StageContext, *, bundle: str, root_path: str, script: str, slurm_conf: str
+    ) -> None:
+        self.context, self.bundle, self.root_path = context, bundle, root_path
+        self.script, self.slurm_conf = script, slurm_conf
+
+    def save(self, spool: Spool) -> None:
+        from dataclasses import asdict
+
+        record = {
+            "context": asdict(self.context),
+            "bundle": self.bundle,
+            "root_path": self.root_path,
+            "script": self.script,
+            "slurm_conf": self.slurm_conf,
+        }
+        try:
+            write_atomically(spool.stage_file, json.dumps(record))
+        except OSError as exc:
+            raise ScrunError(f"cannot save {spool.stage_file}: {reason(exc)}") from exc
+
+    @classmethod
+    def load(cls, spool: Spool) -> PendingStageOut | None:
+        """The pending stage-out, None when there is none (or it is unreadable: logged)."""
+        from scrunlib.lua.records import StageContext
+
+        try:
+            with open(spool.stage_file, encoding="utf-8") as stream:
+                record: dict[str, Any] = json.load(stream)
+            context = dict(record["context"])
+            context["job_env"] = tuple(context["job_env"])
+            return cls(
+                StageContext(**context),
+                bundle=record["bundle"],
+                root_path=record["root_path"],
+                script=record["script"],
+                slurm_conf=record["slurm_conf"],
+            )
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.error(f"cannot read {spool.stage_file}: {exc}")
+            return None
+
+    @staticmethod
+    def clear(spool: Spool) -> None:
+        """Stage-out has run (well or not): nothing is pending any more."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(spool.stage_file)
+
+    def run(self, site: SiteConfig) -> None:
+        """Run stage-out with a fresh copy of the script; a failure is logged (the caller's
+        cleanup goes on)."""
+        container = self.context.container_id
+        try:
+            stager = load_stager(self.script, self.slurm_conf, site)
+            if stager is None:
+                raise LuaError(f"{self.script} is gone")
+            result = stager.stage_out(self.context, bundle=self.bundle, root_path=self.root_path)
+        except ScrunError as exc:
+            log.error(f"stage-out of container {container} failed: {exc.message}")
+            return
+        if not result.ok:
+            log.error(f"stage-out of container {container} failed: {result.message}")
+        else:
+            log.verbose(f"staged out container {container} for its dead anchor")

@@ -1,0 +1,124 @@
+"""`podman exec` into a container that runs as a Slurm job: a new step of the container's
+job on the node of its task 0, entering it through the node's crun. Output, stdin, a tty
+and the exit code come back; nothing is left (no step, no process)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from helpers import type_into_terminal, wait_for
+
+if TYPE_CHECKING:
+    from conftest import Cluster, Podman
+
+IMAGE = "localhost/busybox"
+SCRUN = str(Path(sys.prefix) / "bin" / "scrun")
+
+
+def scrun_podman(podman: Podman, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return podman("--runtime", "scrun", *args, **kwargs)
+
+
+@pytest.fixture
+def running(podman: Podman, no_leftovers: Callable[..., None]) -> Iterator[Callable[..., str]]:
+    """`running(*podman_run_options, program)` starts a container (-d) and returns its
+    name; it is removed at the end, and the exec steps must be gone by then."""
+    names: list[str] = []
+
+    def start(*options: str, program: str = "sleep 300") -> str:
+        name = f"scrun-exec-{uuid.uuid4().hex[:10]}"
+        names.append(name)
+        done = scrun_podman(
+            podman, "run", "-d", "--name", name, *options, IMAGE, "sh", "-c", program
+        )
+        assert done.returncode == 0, done.stderr
+        return name
+
+    yield start
+    for name in names:
+        scrun_podman(podman, "rm", "-f", "-t", "0", name)
+
+
+def steps_of(cluster: Cluster, name: str) -> list[str]:
+    done = cluster.run(["squeue", "-h", "-s", "-o", "%i %j"])
+    return [line for line in done.stdout.splitlines() if line.split()[-1] == name]
+
+
+def test_exec_runs_in_the_container_with_env_cwd_user_and_exit_code(
+    cluster: Cluster, podman: Podman, running: Callable[..., str]
+) -> None:
+    name = running()
+    done = scrun_podman(
+        podman, "exec", "-e", "WHO=exec", "-w", "/tmp", "-u", "65534", name,
+        "sh", "-c", "echo $WHO $PWD $(id -u); exit 4",
+    )  # fmt: skip
+    assert done.returncode == 4, done.stderr
+    assert done.stdout == "exec /tmp 65534\n", done
+    cid = scrun_podman(podman, "inspect", "-f", "{{.ID}}", name).stdout.strip()
+    job_id = json.loads(cluster.run([SCRUN, "state", cid]).stdout)["jobId"]
+    assert [step.split()[0] for step in steps_of(cluster, "scrun")] == [f"{job_id}.0"]
+
+    fed = scrun_podman(podman, "exec", "-i", name, "sh", "-c", "read x; echo got $x", input="hi\n")
+    assert (fed.returncode, fed.stdout) == (0, "got hi\n"), fed.stderr
+
+    detached = scrun_podman(podman, "exec", "-d", name, "sh", "-c", "echo bg > /tmp/bg")
+    assert detached.returncode == 0, detached.stderr
+    wait_for(
+        "the detached exec's file",
+        lambda: scrun_podman(podman, "exec", name, "cat", "/tmp/bg").stdout == "bg\n",
+        30,
+    )
+    wait_for("no exec step left", lambda: not steps_of(cluster, "scrun-exec"), 15)
+
+
+def test_exec_with_a_terminal(cluster: Cluster, running: Callable[..., str]) -> None:
+    name = running()
+    argv = ["podman", "--runtime", "scrun", "exec", "-it", name]
+    code, text = type_into_terminal(
+        [*argv, "sh", "-c", "tty; read x; echo got $x; exit 5"], cluster.env, b"typed\r"
+    )
+    assert code == 5, text
+    assert re.search(r"/dev/pts/[0-9]+", text) and "got typed" in text, text
+
+
+def test_exec_reaches_the_node_of_task_0(
+    cluster: Cluster, podman: Podman, running: Callable[..., str]
+) -> None:
+    """srun names the node of a task that fails: the container's task 0 and the exec's
+    one task must be on the same node."""
+    name = running(
+        "-e", "SCRUN_JOB_NUM_NODES=2",
+        program="while [ ! -e /stop ]; do sleep 0.1; done; exit 3",
+    )  # fmt: skip
+    done = scrun_podman(podman, "exec", name, "sh", "-c", "touch /stop; exit 9")
+    assert done.returncode == 9, done.stderr
+    exec_node = re.search(r"srun: error: (\S+): task 0: Exited with exit code 9", done.stderr)
+    assert exec_node, done.stderr
+    waited = scrun_podman(podman, "wait", name, timeout=60)
+    assert waited.stdout.strip() == "3", waited
+    logs = scrun_podman(podman, "logs", name).stderr
+    task0 = re.search(r"srun: error: (\S+): task 0: Exited with exit code 3", logs)
+    assert task0 and re.search(r": task 1: Exited", logs), logs
+    assert exec_node.group(1) == task0.group(1), (done.stderr, logs)
+
+
+def test_exec_into_a_container_that_does_not_run(
+    cluster: Cluster, podman: Podman, running: Callable[..., str]
+) -> None:
+    name = running(program="exit 0")
+    cid = scrun_podman(podman, "inspect", "-f", "{{.ID}}", name).stdout.strip()
+    waited = scrun_podman(podman, "wait", name, timeout=60)
+    assert waited.stdout.strip() == "0", waited
+    assert scrun_podman(podman, "exec", name, "true").returncode != 0
+    refused = cluster.run([SCRUN, "exec", cid, "true"])
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert re.search(r"is stopped: cannot exec|does not exist", refused.stderr), refused.stderr

@@ -1,0 +1,126 @@
+"""`scrun exec`: the process, the node-side command from the site's template or oci.conf,
+the srun line, and the refusals that need no Slurm."""
+
+import json
+import shlex
+
+import pytest
+from scrun_cli.main import main
+from scrunlib import exec_process
+from scrunlib.errors import InvalidInput, ScrunError
+from scrunlib.slurm import exec_argv
+from scrunlib.spool import Spool
+from scrunlib.state import ContainerState, Status
+
+NAME = "%n.%u.%j.%s.%t"
+VALUES = {"n": "n1", "u": "alice", "U": "1000", "j": "42", "s": "0", "t": "0"}
+
+
+def test_process_from_podmans_process_json(tmp_path):
+    path = tmp_path / "exec-process"
+    path.write_text(
+        json.dumps(
+            {
+                "terminal": True,
+                "user": {"uid": 1000, "gid": 100, "additionalGids": [100]},
+                "args": ["sh", "-c", "echo $A"],
+                "env": ["PATH=/bin", "A=b c"],
+                "cwd": "/work",
+                "capabilities": {"bounding": []},
+            }
+        )
+    )
+    process = exec_process.load_process(str(path))
+    assert process.args == ("sh", "-c", "echo $A")
+    assert process.runtime_options() == [
+        "--tty", "--cwd", "/work", "--env", "PATH=/bin", "--env", "A=b c", "--user", "1000:100"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("process", "needle"),
+    [
+        ([], "must be a JSON object"),
+        ({"args": "sh"}, "args must be a list of strings"),
+        ({"args": ["sh"], "env": [1]}, "env must be a list"),
+        ({"args": ["sh"], "user": {"uid": "0"}}, "user.uid must be a number"),
+        ({"args": ["sh"], "terminal": "yes"}, "terminal must be a boolean"),
+    ],
+)
+def test_bad_process_files(tmp_path, process, needle):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(process))
+    with pytest.raises(InvalidInput, match=needle):
+        exec_process.load_process(str(path))
+
+
+def test_template_from_the_projects_oci_conf():
+    oci_conf = (
+        'RunTimeQuery="crun --rootless=true --root=/run/user/$(id -u)/crun state '
+        f'{NAME} 2>/dev/null || echo {{}}"\n'
+        f'RunTimeRun="exec crun --root=/run/user/$(id -u)/crun run --bundle %b {NAME}"\n'
+    )
+    assert exec_process.template_from_oci_conf(oci_conf) == (
+        f"crun --rootless=true --root=/run/user/$(id -u)/crun exec %o {NAME}"
+    )
+    assert exec_process.template_from_oci_conf('RunTimeRun="crun run %b %n"\n') is None
+
+
+def test_node_command_quotes_everything_it_inserts():
+    process = exec_process.ExecProcess(["sh", "-c", "echo $HOME; exit 3"], env=["A=x y"])
+    command = exec_process.node_command(f"runc --root /r exec %o {NAME} # 100%%", process, VALUES)
+    assert command.startswith("runc --root /r exec --env 'A=x y' n1.alice.42.0.0 # 100% ")
+    assert shlex.split(command.split("# 100% ", 1)[1]) == ["sh", "-c", "echo $HOME; exit 3"]
+    with pytest.raises(ScrunError, match="unknown pattern %b"):
+        exec_process.node_command("crun exec %b", process, VALUES)
+
+
+def test_the_node_waits_for_the_container_before_entering_it():
+    process = exec_process.ExecProcess(["true"])
+    command = exec_process.node_command(f"crun --root=/r exec %o {NAME}", process, VALUES)
+    wait, _, run = command.rpartition("; ")
+    assert wait.startswith("i=0; until crun --root=/r state n1.alice.42.0.0 >/dev/null 2>&1 ")
+    assert run == "crun --root=/r exec  n1.alice.42.0.0 true"
+
+
+def test_exec_step_runs_one_task_beside_the_container():
+    argv = exec_argv("/usr/bin/srun", 42, "n1", "crun exec x true", pty=True)
+    assert argv[:3] == ["/usr/bin/srun", "--jobid", "42"]
+    assert {"--overlap", "--nodes=1", "--ntasks=1", "--nodelist=n1", "--pty"} <= set(argv)
+    assert argv[-4:] == ["--", "/bin/sh", "-c", "crun exec x true"]
+    assert "--pty" not in exec_argv("/usr/bin/srun", 42, "n1", "c", pty=False)
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("SCRUN_SITE_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.delenv("SCRUN_DEBUG", raising=False)
+    monkeypatch.setattr("os.isatty", lambda fd: False)
+    return tmp_path / "scrun"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle", "code"),
+    [
+        (["exec", "c"], "exec: no command given", 2),
+        (["exec"], "container id not provided", 2),
+        (["exec", "never", "true"], "container 'never' does not exist", 1),
+        (["exec", "created", "true"], "container 'created' is created: cannot exec", 1),
+        (["exec", "-t", "-d", "created", "sh"], "a terminal needs --console-socket", 1),
+        (["exec", "--process", "/nonexistent.json", "created"], "cannot read process file", 1),
+    ],
+)
+def test_exec_refusals(root, capsys, argv, needle, code):
+    spool = Spool(str(root), "created")
+    spool.create()
+    ContainerState("created", "/b", "/r", status=Status.CREATED, job_id=5).save(spool)
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1, err
+
+
+def test_command_words_may_look_like_options(root, capsys):
+    """Options end at the container id: `-c` belongs to sh."""
+    assert main(["exec", "--env", "A=1", "never", "sh", "-c", "true"]) == 1
+    assert "container 'never' does not exist" in capsys.readouterr().err

@@ -1,0 +1,118 @@
+"""`scrun exec [OPTIONS] ID [COMMAND [ARG...]]`: run another process in a running
+container, on the node of its task 0, as a new step of the container's job (`srun
+--overlap`) that enters the container through the node's OCI runtime (the site's
+`exec_command`, see scrunlib.exec_process).
+
+With --detach (how podman's conmon and docker's shim call it) we return once srun runs,
+its pid in --pid-file: srun is our child, so the caller (a subreaper) waits for it and gets
+the process's exit code. Without, we wait and exit with that code.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from scrunlib import exec_process, procio
+from scrunlib.errors import InvalidInput, StateError, UsageError
+from scrunlib.files import write_atomically
+from scrunlib.options import Opt, parse, usage_text
+from scrunlib.state import ContainerState, Status, shell_exit_code
+from scrunlib.userns import real_ids
+
+from scrun_cli.context import CommandContext
+
+OPTIONS = (
+    Opt("process", "p", value=True, metavar="FILE", help="the process (OCI JSON) to run"),
+    Opt("detach", "d", help="return once it runs (its pid in --pid-file)"),
+    Opt("pid-file", value=True, metavar="FILE", help="write the pid of the process's srun here"),
+    Opt("console-socket", value=True, metavar="SOCKET", help="receives the pty master"),
+    Opt("tty", "t", help="give the process a terminal"),
+    Opt("cwd", value=True, metavar="DIR", help="working directory inside the container"),
+    Opt("env", "e", value=True, repeat=True, metavar="K=V", help="set a variable (repeatable)"),
+    Opt("user", "u", value=True, metavar="UID[:GID]", help="run as this user"),
+    Opt("additional-gids", "g", value=True, repeat=True, ignored=True),
+    Opt("cap", "c", value=True, repeat=True, ignored=True),
+    Opt("no-new-privs", ignored=True),
+    Opt("apparmor", value=True, ignored=True),
+    Opt("process-label", value=True, ignored=True),
+    Opt("preserve-fds", value=True, ignored=True),
+    Opt("cgroup", value=True, ignored=True),
+    Opt("ignore-paused", ignored=True),
+)
+USAGE = usage_text(
+    "scrun exec [OPTIONS] CONTAINER-ID [COMMAND [ARG...]]",
+    "Run a process inside a running container: a new step of its Slurm job on the node of\n"
+    "its task 0, entering it through the node's OCI runtime (site config exec_command,\n"
+    "default derived from oci.conf's RunTimeQuery). Exits with the process's exit code.",
+    OPTIONS,
+)
+
+
+def _process(values: dict[str, object], command: list[str]) -> exec_process.ExecProcess:
+    if values.get("process"):
+        if command:
+            raise UsageError("exec: give the command in --process or on the line, not both")
+        process = exec_process.load_process(str(values["process"]))
+        if values.get("tty"):
+            process.terminal = True
+        return process
+    env = values.get("env") or []
+    assert isinstance(env, list)
+    return exec_process.ExecProcess(
+        command,
+        env=[str(entry) for entry in env],
+        cwd=str(values["cwd"]) if values.get("cwd") else None,
+        user=str(values["user"]) if values.get("user") else None,
+        terminal=bool(values.get("tty")),
+    )
+
+
+def run(ctx: CommandContext, argv: Sequence[str]) -> int:
+    # options end at the container id: what follows is the command and its own options
+    values, words = parse(argv, OPTIONS, USAGE, what="exec", stop_at_first_word=True)
+    if not words:
+        raise UsageError("exec: container id not provided")
+    container_id, command = words[0], words[1:]
+    process = _process(values, command)
+    if not process.args:
+        raise UsageError("exec: no command given")
+    console_socket = values.get("console-socket")
+    if process.terminal and not console_socket and (values.get("detach") or not os.isatty(0)):
+        raise InvalidInput("exec: a terminal needs --console-socket (or a foreground terminal)")
+    state = ContainerState.load(ctx.spool(container_id))
+    status = state.effective_status()
+    if status != Status.RUNNING or state.job_id is None:
+        raise StateError(f"container {container_id!r} is {status}: cannot exec")
+
+    from scrunlib.slurm import Slurm, exec_argv  # plumbum: not on the other commands' path
+
+    slurm = Slurm(ctx.site, ctx.slurm_conf)
+    steps = slurm.step_ids(state.job_id, state.step_name)
+    if not steps:
+        raise StateError(f"container {container_id!r} has no running step: cannot exec")
+    node = slurm.step_nodes(state.job_id, steps[0])[0]
+    template = ctx.site.exec_command or exec_process.default_template(ctx.slurm_conf)
+    command_line = exec_process.node_command(
+        template,
+        process,
+        {
+            "n": node,
+            "u": state.owner,
+            "U": str(real_ids()[0]),  # the job's user, also inside rootless podman
+            "j": str(state.job_id),
+            "s": str(steps[0]),
+            "t": "0",
+        },
+    )
+    srun = exec_argv(slurm.path("srun"), state.job_id, node, command_line, pty=process.terminal)
+    pty_slave = procio.send_console(str(console_socket)) if console_socket else None
+    env = {"SLURM_CONF": ctx.slurm_conf, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+    step = slurm.popen(srun, env, **procio.srun_stdio(pty_slave))
+    if pty_slave is not None:
+        os.close(pty_slave)
+    if values.get("pid-file"):
+        write_atomically(os.path.abspath(str(values["pid-file"])), str(step.pid))
+    if values.get("detach"):
+        return 0
+    return shell_exit_code(step.wait())
