@@ -253,6 +253,13 @@ if ! alive "$RUN/ourpid.slurmctld" slurmctld; then
 fi
 
 # ------------------------------------------------------------------ slurmd(s)
+# With no slurmd running no container step runs either: whatever crun state is under the
+# oci.conf root was left by an earlier run (a daemon killed, a machine reused) and would
+# show up as a leftover of the next test. Remove it, keeping the per-user root dirs.
+if ! alive "$RUN/ourpid.slurmd-$NODE" slurmd; then
+  find "$OCIROOT" -mindepth 1 -maxdepth 1 ! -regex '.*/[0-9]+' -exec rm -rf {} +
+  find "$OCIROOT" -mindepth 2 -maxdepth 2 -exec rm -rf {} +
+fi
 start_slurmd() { # start_slurmd <nodename>
   local n="$1"
   mkdir -p "$SPOOL/$n"
