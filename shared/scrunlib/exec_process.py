@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 
 _PATTERN = re.compile(r"%(.)")
 _QUERY = re.compile(r"^\s*RunTimeQuery\s*=\s*(.*?)\s*$", re.IGNORECASE)
-_STATE_CALL = re.compile(r"^(?P<runtime>.*?)\s+state\s+(?P<name>\S+)")
+# Only a plain `<runtime> state <name of % patterns>`: a RunTimeQuery that is a shell program
+# (a loop over the step's containers, say) names no one container to exec into.
+_STATE_CALL = re.compile(r"^(?P<runtime>[^;&|]*?)\s+state\s+(?P<name>%[^\s;]+)")
 _EXEC_CALL = re.compile(r"^(?P<runtime>.*?)\s+exec\s+%o\s+(?P<name>\S+)$")
 # `podman run -d` returns once the step is launched; slurmstepd may not have created the
 # container yet: wait for it (at most this many tenths of a second)

@@ -64,6 +64,9 @@ def test_template_from_the_projects_oci_conf():
         f"crun --rootless=true --root=/run/user/$(id -u)/crun exec %o {NAME}"
     )
     assert exec_process.template_from_oci_conf('RunTimeRun="crun run %b %n"\n') is None
+    # a query that is a shell loop over the step's containers names no one container
+    loop = 'RunTimeQuery="s=%n.%u.%j.%s.; for c in $(ls /r); do crun state $c; done; echo {}"\n'
+    assert exec_process.template_from_oci_conf(loop) is None
 
 
 def test_node_command_quotes_everything_it_inserts():
