@@ -250,6 +250,15 @@ if ! alive "$RUN/ourpid.slurmctld" slurmctld; then
   sleep 0.2
   alive "$RUN/ourpid.slurmctld" slurmctld \
     || { tail -20 "$LOG/slurmctld.out" "$LOG/slurmctld.log" >&2; die "slurmctld exited (port $CTLD_PORT busy?)"; }
+  # Jobs slurmctld recovered from its state were running when the cluster was stopped
+  # (killed with the session that ran them): no process of theirs is left. End them, or
+  # they would be the next test's leftovers.
+  stale="$(squeue -h -o %i 2>/dev/null || true)"
+  if [ -n "$stale" ]; then
+    log "cancelling jobs recovered from an earlier run: $(echo "$stale" | tr '\n' ' ')"
+    # shellcheck disable=SC2086  # one job id a word
+    scancel $stale || true
+  fi
 fi
 
 # ------------------------------------------------------------------ slurmd(s)
