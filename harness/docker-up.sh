@@ -148,7 +148,9 @@ if ! alive "$RUN/ourpid.containerd" containerd; then
     || { tail -20 "$LOG/containerd.log" >&2; die "containerd exited"; }
 fi
 
+started_dockerd=0
 if ! alive "$RUN/ourpid.dockerd" dockerd; then
+  started_dockerd=1
   rm -f "$SOCK" "$DK/dockerd.pid"
   start_daemon dockerd dockerd --config-file "$DK/daemon.json" -H "unix://$SOCK" \
     --data-root "$DK/data" --exec-root "$DK/exec" --pidfile "$DK/dockerd.pid" \
@@ -166,6 +168,16 @@ has_scrun() { case " $(runtimes) " in *" scrun "*) return 0 ;; *) return 1 ;; es
 # dockerd 26 (Debian 13) answers once, then refuses connections for a moment while it
 # probes its runtimes (`<runtime> features`): poll.
 wait_for 20 has_scrun || die "dockerd has no runtime scrun (runtimes: $(runtimes))"
+# A dockerd started now runs none of its containers: any it still lists were left by an
+# earlier run that was killed, and would be the next test's leftovers.
+if [ "$started_dockerd" = 1 ]; then
+  stale="$("$DOCKER" ps -aq 2>/dev/null || true)"
+  if [ -n "$stale" ]; then
+    log "removing containers left by an earlier run: $(echo "$stale" | tr '\n' ' ')"
+    # shellcheck disable=SC2086  # one container id a word
+    "$DOCKER" rm -f $stale >/dev/null 2>&1 || true
+  fi
+fi
 
 # ------------------------------------------------------------------ busybox image
 # The same rootfs tarball podman-setup.sh imports (built here when podman was skipped).
