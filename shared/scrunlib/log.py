@@ -2,8 +2,13 @@
 
 Levels are Slurm's (`quiet fatal error info verbose debug debug2..debug5`, 0..9). Each output
 (stderr, syslog, the `--log` file, an extra text file such as the anchor's log in its spool
-directory) has its own threshold. loguru is imported only when a line is actually written, so
-the hot path (`scrun state`) never pays for it.
+directory) has its own threshold and its own writer here.
+
+At the default levels a command writes at most a few lines (the error that ends it, an
+"ignoring unknown variable" note, a stop request): those are written straight to the
+outputs, because importing loguru (asyncio, 40-75 ms) would cost more than the command
+itself. Once an output asks for verbose or debug lines (`-v`, `--debug`, SCRUN_*DEBUG),
+loguru carries every line to the same writers, configured on the first line written.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ from scrunlib.errors import InvalidInput, reason
 # typing, dataclasses, datetime, collections and contextlib cost milliseconds per call
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from datetime import datetime
     from typing import Any, TextIO
+
+    Writer = Callable[[Mapping[str, Any]], None]
 
 LEVELS: dict[str, int] = {
     "quiet": 0,
@@ -145,6 +152,14 @@ def log(level: int, message: str) -> None:
     """Write `message` at Slurm `level` to every output whose threshold admits it."""
     if not enabled(level):
         return
+    if _settings.threshold < VERBOSE:  # the default levels: a few lines, no loguru
+        from datetime import datetime
+
+        record = {"extra": {"slurm_level": level}, "message": message, "time": datetime.now()}
+        for threshold, write in _outputs(_settings):
+            if level <= threshold:
+                write(record)
+        return
     # bind(), not a keyword: loguru would str.format() the message and choke on braces.
     _loguru().bind(slurm_level=level).log(LEVEL_NAMES[level].upper(), message)
 
@@ -173,7 +188,7 @@ def _rfc3339(moment: datetime) -> str:
 
 
 def _json_line(record: Mapping[str, Any]) -> str:
-    import json
+    from scrunlib import leanjson
 
     level = record["extra"]["slurm_level"]
     entry = {
@@ -181,7 +196,7 @@ def _json_line(record: Mapping[str, Any]) -> str:
         "msg": record["message"],
         "time": _rfc3339(record["time"]),
     }
-    return json.dumps(entry) + "\n"
+    return leanjson.dumps(entry) + "\n"
 
 
 def _text_line(record: Mapping[str, Any]) -> str:
@@ -196,19 +211,57 @@ def _stderr_line(record: Mapping[str, Any]) -> str:
     return f"{_settings.program}: {prefix}{record['message']}\n"
 
 
-def _append(path: str, render: Any) -> Any:
-    def sink(message: Any) -> None:
+def _outputs(s: LogSettings) -> list[tuple[int, Writer]]:
+    """(threshold, writer) of each output `s` turns on; a writer takes a record with loguru's
+    keys `message`, `time` (a datetime) and `extra["slurm_level"]`."""
+    outputs: list[tuple[int, Writer]] = []
+    if s.stderr:
+
+        def to_stderr(record: Mapping[str, Any]) -> None:
+            stream = s.stderr_stream or sys.stderr  # looked up late: tests swap sys.stderr
+            stream.write(_stderr_line(record))
+            stream.flush()
+
+        outputs.append((s.stderr, to_stderr))
+    if s.log_file and s.file:
+        render = _json_line if s.log_format == "json" else _text_line
+        outputs.append((s.file, _append(s.log_file, render)))
+    if s.extra_file and s.extra_level:
+        outputs.append((s.extra_level, _append(s.extra_file, _text_line)))
+    if s.syslog and os.path.exists("/dev/log"):
+        outputs.append((s.syslog, _to_syslog(s.program)))
+    return outputs
+
+
+def _append(path: str, render: Callable[[Mapping[str, Any]], str]) -> Writer:
+    def write(record: Mapping[str, Any]) -> None:
         try:
             with open(path, "a", encoding="utf-8") as stream:
-                stream.write(render(message.record))
+                stream.write(render(record))
         except OSError:
             pass  # a vanished log file must never turn success into failure
 
-    return sink
+    return write
+
+
+# syslog priorities (<syslog.h>) of Slurm's levels: fatal crit, error err, info info, the rest debug
+_SYSLOG_PRIORITY = {FATAL: 2, ERROR: 3, INFO: 6}
+
+
+def _to_syslog(program: str) -> Writer:
+    import syslog
+
+    syslog.openlog(program, syslog.LOG_PID, syslog.LOG_USER)
+
+    def write(record: Mapping[str, Any]) -> None:
+        level = record["extra"]["slurm_level"]
+        syslog.syslog(_SYSLOG_PRIORITY.get(level, 7), record["message"])
+
+    return write
 
 
 def _loguru() -> Any:
-    """Configure loguru on first use (it costs ~20 ms to import)."""
+    """Configure loguru on first use: every output of `_outputs` as a sink."""
     global _logger
     if _logger is not None:
         return _logger
@@ -223,32 +276,14 @@ def _loguru() -> Any:
         with contextlib.suppress(TypeError, ValueError):  # ERROR, INFO, DEBUG already exist
             logger.level(name.upper(), no=60 - number * 5)
 
-    def admits(threshold: int) -> Any:
-        return lambda record: 0 < record["extra"].get("slurm_level", 99) <= threshold
+    for threshold, write in _outputs(_settings):
 
-    s = _settings
-    if s.stderr:
+        def sink(message: Any, write: Writer = write) -> None:
+            write(message.record)
 
-        def to_stderr(message: Any) -> None:
-            stream = s.stderr_stream or sys.stderr  # looked up late: tests swap sys.stderr
-            stream.write(_stderr_line(message.record))
-            stream.flush()
+        def admits(record: Any, threshold: int = threshold) -> bool:
+            return bool(0 < record["extra"].get("slurm_level", 99) <= threshold)
 
-        logger.add(to_stderr, level=0, filter=admits(s.stderr), format="{message}")
-    if s.log_file and s.file:
-        render = _json_line if s.log_format == "json" else _text_line
-        logger.add(_append(s.log_file, render), level=0, filter=admits(s.file), format="{message}")
-    if s.extra_file and s.extra_level:
-        logger.add(_append(s.extra_file, _text_line), level=0, filter=admits(s.extra_level))
-    if s.syslog and os.path.exists("/dev/log"):
-        import logging.handlers
-
-        try:
-            handler = logging.handlers.SysLogHandler(address="/dev/log")
-            logger.add(
-                handler, level=0, filter=admits(s.syslog), format=f"{s.program}: {{message}}"
-            )
-        except OSError:
-            pass  # no syslog daemon here: the other outputs still work
+        logger.add(sink, level=0, filter=admits, format="{message}")
     _logger = logger
     return logger

@@ -49,3 +49,10 @@ def test_scrun_state_imports_only_scrun_modules(tmp_path):
 def test_create_and_its_anchor_import_no_dataclasses_or_typing():
     extra = modules_after("import scrun_cli.main, scrun_cli.create, scrun_anchor.main")
     assert not extra & {"dataclasses", "typing", "inspect", "getopt", "importlib", "datetime"}
+
+
+def test_default_levels_do_not_import_loguru():
+    code = "from scrunlib import log; log.error('x'); log.info('y')"
+    assert "loguru" not in modules_after(code)
+    debug = "from scrunlib import log; log.configure(log.LogSettings(stderr=5)); log.debug('x')"
+    assert "loguru" in modules_after(debug)

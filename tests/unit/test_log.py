@@ -1,0 +1,64 @@
+"""scrunlib.log: the same lines whether written directly (default levels) or through loguru
+(verbose and debug levels). That loguru stays unimported at the default levels is checked
+with the other imports in test_lean_imports."""
+
+import json
+import re
+import sys
+
+import pytest
+from scrunlib import log
+from scrunlib.log import DEBUG, ERROR, INFO, LogSettings
+
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"
+
+
+@pytest.fixture(autouse=True)
+def restore_settings():
+    yield
+    log.configure(LogSettings())
+
+
+def write_lines(tmp_path, stderr_level):
+    """One error and one info line to stderr, a JSON --log file and a text extra file."""
+    settings = LogSettings(
+        stderr=stderr_level,
+        file=INFO,
+        log_file=str(tmp_path / "log.json"),
+        extra_file=str(tmp_path / "extra.log"),
+        extra_level=INFO,
+        program="scrun-test",
+    )
+    log.configure(settings)
+    log.error("it {broke}")
+    log.info("just so")
+    return (tmp_path / "log.json").read_text(), (tmp_path / "extra.log").read_text()
+
+
+@pytest.mark.parametrize("stderr_level", [INFO, DEBUG])  # directly, then through loguru
+def test_every_output_gets_its_lines(tmp_path, capsys, stderr_level):
+    json_log, extra_log = write_lines(tmp_path, stderr_level)
+    assert capsys.readouterr().err == "scrun-test: error: it {broke}\nscrun-test: just so\n"
+    entries = [json.loads(line) for line in json_log.splitlines()]
+    assert [(e["level"], e["msg"]) for e in entries] == [
+        ("error", "it {broke}"),
+        ("info", "just so"),
+    ]
+    assert all(re.fullmatch(STAMP, e["time"]) for e in entries)
+    lines = extra_log.splitlines()
+    assert re.fullmatch(rf"{STAMP} scrun-test\[\d+\]: error: it {{broke}}", lines[0])
+    assert re.fullmatch(rf"{STAMP} scrun-test\[\d+\]: info: just so", lines[1])
+
+
+def test_lines_above_a_threshold_are_not_written(tmp_path, capsys):
+    log.configure(LogSettings(stderr=ERROR))
+    log.info("not shown")
+    log.debug("nor this")
+    assert capsys.readouterr().err == ""
+
+
+def test_the_direct_path_keeps_sys_stderr_late_bound(monkeypatch, capsys):
+    log.configure(LogSettings())
+    monkeypatch.setattr(sys, "stderr", sys.stdout)
+    log.error("to stdout now")
+    assert capsys.readouterr().out == "scrun: error: to stdout now\n"
