@@ -1,4 +1,4 @@
-"""Writing a file so that a reader never sees half of it."""
+"""Writing a file so that a reader never sees half of it; removing a directory tree."""
 
 from __future__ import annotations
 
@@ -24,3 +24,27 @@ def write_atomically(path: str, text: str, *, durable: bool = False) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def remove_tree(path: str) -> None:
+    """`shutil.rmtree(path, ignore_errors=True)` without importing shutil (fnmatch, re: ~7 ms
+    on every `scrun delete`). Symbolic links are removed, never followed; what cannot be
+    removed stays, silently, as with rmtree's ignore_errors."""
+    if os.path.islink(path):
+        return  # rmtree refuses a link to a directory, too
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                remove_tree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+    try:  # noqa: SIM105 (contextlib.suppress: contextlib is not imported on this path)
+        os.rmdir(path)
+    except OSError:
+        pass

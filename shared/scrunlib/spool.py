@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 
 from scrunlib.errors import ContainerExists, InvalidInput, ScrunError, reason
+from scrunlib.files import remove_tree
 from scrunlib.ownership import check_private_dir
 from scrunlib.userns import real_ids
 
@@ -124,9 +125,7 @@ class Spool:
             raise ScrunError(f"cannot create spool directory {self.path}: {reason(exc)}") from exc
 
     def remove(self) -> None:
-        import shutil
-
-        shutil.rmtree(self.path, ignore_errors=True)
+        remove_tree(self.path)
 
 
 def make_root(root: str) -> None:

@@ -56,3 +56,14 @@ def test_default_levels_do_not_import_loguru():
     assert "loguru" not in modules_after(code)
     debug = "from scrunlib import log; log.configure(log.LogSettings(stderr=5)); log.debug('x')"
     assert "loguru" in modules_after(debug)
+
+
+def test_start_and_delete_import_no_more_than_state():
+    """podman runs both for every container; `kill` shares start's protocol client."""
+    for command in ("start", "delete"):
+        extra = modules_after(f"import scrun_cli.main, scrun_cli.{command}")
+        assert {
+            name
+            for name in extra
+            if not name.startswith(("scrun", "_json", "_socket", "__future__"))
+        } == set(), command

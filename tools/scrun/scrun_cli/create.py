@@ -10,7 +10,6 @@ ends any job it got, we remove the spool directory.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 from scrunlib import bundle as bundles
 from scrunlib.errors import InvalidInput, ScrunError
@@ -25,6 +24,7 @@ from scrun_cli.context import CommandContext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any, NoReturn
 
 OPTIONS = (

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
 
 from scrunlib import OCI_VERSION, __version__
 from scrunlib.errors import UsageError
@@ -21,6 +20,7 @@ from scrun_cli.main import COMMANDS, NOT_SUPPORTED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 USAGE = usage_text(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
 
 from scrunlib import log
 from scrunlib.errors import ScrunError, UsageError
@@ -17,6 +16,7 @@ from scrun_cli.context import CommandContext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 OPTIONS = (

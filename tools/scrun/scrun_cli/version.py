@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Sequence
 
 from scrunlib import OCI_VERSION, __version__
 from scrunlib.errors import ScrunError
 from scrunlib.options import parse, usage_text
 
 from scrun_cli.context import CommandContext
+
+TYPE_CHECKING = False  # collections.abc costs ~2 ms on every call
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 USAGE = usage_text("scrun version", "Print scrun's, the OCI spec's and Slurm's versions.", ())
 
