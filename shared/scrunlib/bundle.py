@@ -6,10 +6,9 @@ and ignores `root.path`, while podman's and docker's bundles point `root.path` e
 
 from __future__ import annotations
 
-import json
 import os
 
-from scrunlib import log
+from scrunlib import leanjson, log
 from scrunlib.errors import InvalidInput, reason
 from scrunlib.files import write_atomically
 
@@ -70,7 +69,7 @@ def load(path: str, config_file: str | None = None) -> Bundle:
         raise InvalidInput(f"bundle {path} is not a directory")
     try:
         with open(config_file, encoding="utf-8") as stream:
-            config = json.load(stream)
+            config = leanjson.loads(stream.read())
     except FileNotFoundError:
         if os.path.dirname(config_file) == path:
             name = os.path.basename(config_file)
@@ -78,7 +77,7 @@ def load(path: str, config_file: str | None = None) -> Bundle:
         raise InvalidInput(f"config file {config_file} does not exist") from None
     except OSError as exc:
         raise InvalidInput(f"cannot read {config_file}: {reason(exc)}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
         raise InvalidInput(f"{config_file} is not valid JSON: {exc}") from exc
     return parse(path, config, config_file)
 
@@ -206,7 +205,7 @@ def runnable_by_slurm(
     if terminal:
         mounts = [m for m in config.get("mounts", []) if m.get("destination") != "/dev/pts"]
         config["mounts"] = [*mounts, HOST_PTS_MOUNT]
-    write_atomically(os.path.join(target_dir, "config.json"), json.dumps(config))
+    write_atomically(os.path.join(target_dir, "config.json"), leanjson.dumps(config))
     link = os.path.join(target_dir, "rootfs")
     if os.path.lexists(link):
         os.unlink(link)

@@ -5,11 +5,7 @@ srun that runs the process.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import socket
-import termios
-import tty
 
 from scrunlib.errors import ScrunError, reason
 
@@ -20,7 +16,11 @@ if TYPE_CHECKING:
 
 def send_console(console_socket: str) -> int:
     """Make a pty, hand its master to the caller's console socket (one byte + SCM_RIGHTS,
-    as crun does) and return the slave, which becomes the process's stdio."""
+    as crun does) and return the slave, which becomes the process's stdio. (Imports here:
+    only a container with a terminal pays for them.)"""
+    import socket
+    import tty
+
     master, slave = os.openpty()
     # Raw: the terminal discipline that counts is the one of the pty slurmstepd makes for
     # `srun --pty`; ours must pass bytes through untouched (no second echo, no CR/LF
@@ -44,6 +44,9 @@ def srun_stdio(pty_slave: int | None) -> dict[str, Any]:
     terminal (srun --pty needs one)."""
     if pty_slave is None:
         return {"stdin": 0, "stdout": 1, "stderr": 2}
+
+    import fcntl
+    import termios
 
     def controlling_tty() -> None:
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)

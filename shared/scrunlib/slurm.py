@@ -341,10 +341,9 @@ class Slurm:
 
         If we are interrupted (SIGTERM while the job is pending), salloc gets SIGINT, which
         revokes the pending job, and any job tagged with our id is cancelled too."""
-        import tempfile
-
         argv = salloc_argv(self.path("salloc"), job_name, container_id, options, self.version())
-        with tempfile.TemporaryFile() as messages:  # salloc's own lines, for its errors
+        # salloc's own lines, for its errors: a memory file (tempfile costs ~5 ms of imports)
+        with open(os.memfd_create("salloc-messages"), "w+b") as messages:
             process = self.popen(
                 argv,
                 {**os.environ, **self.env},

@@ -10,10 +10,9 @@ script runs stage-out).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 
-from scrunlib import log
+from scrunlib import leanjson, log
 from scrunlib.errors import LuaError, ScrunError, reason
 from scrunlib.files import write_atomically
 
@@ -66,7 +65,7 @@ class PendingStageOut:
             "slurm_conf": self.slurm_conf,
         }
         try:
-            write_atomically(spool.stage_file, json.dumps(record))
+            write_atomically(spool.stage_file, leanjson.dumps(record))
         except OSError as exc:
             raise ScrunError(f"cannot save {spool.stage_file}: {reason(exc)}") from exc
 
@@ -77,7 +76,7 @@ class PendingStageOut:
 
         try:
             with open(spool.stage_file, encoding="utf-8") as stream:
-                record: dict[str, Any] = json.load(stream)
+                record: dict[str, Any] = leanjson.loads(stream.read())
             context = dict(record["context"])
             context["job_env"] = tuple(context["job_env"])
             return cls(
