@@ -204,3 +204,24 @@ def test_delete_reports_a_hung_scancel_in_one_line(root, tmp_path, monkeypatch, 
     assert main(["delete", "orphan"]) == 1
     assert "scancel did not finish in 0.5 s and was killed" in one_error_line(capsys)
     assert spool.exists()
+
+
+def test_delete_waits_for_a_process_until_it_exits_or_the_time_is_up():
+    import subprocess
+    import time
+
+    from scrun_cli.delete import wait_gone
+    from scrunlib.state import process_start_time
+
+    quick = subprocess.Popen(["sleep", "0.3"])
+    began = time.monotonic()
+    assert wait_gone(quick.pid, process_start_time(quick.pid), timeout=10)
+    assert 0.25 < time.monotonic() - began < 5
+    quick.wait()
+    slow = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not wait_gone(slow.pid, process_start_time(slow.pid), timeout=0.2)
+    finally:
+        slow.kill()
+        slow.wait()
+    assert wait_gone(slow.pid, None, timeout=0.2)  # reaped: no such process
