@@ -1,13 +1,13 @@
 """Slurm's commands, composed as argument lists. No value ever reaches a shell.
 
 Two ways to run them, both bounded by a timeout that becomes a SlurmError:
-- the commands every container runs (`srun --version` on a cache miss, `salloc`,
-  `scontrol show job`, `scancel`) run through subprocess directly: they sit on the path
-  podman waits for, and the anchor lives as long as its container, so it must neither wait
-  for plumbum's import (35–80 ms: urllib, http.client, email, ssl, a `uname -p`) nor carry
-  its ~13 MB;
-- the rest (`squeue` lookups for signalling and cleaning up) is composed and run with
-  plumbum, imported on first use.
+- what the anchor runs (`srun --version` on a cache miss, `salloc`, `scontrol show job`,
+  `scancel`, and the `squeue` that finds the step to signal) runs through subprocess
+  directly: it sits on the paths podman and docker wait for (create, kill, stop), and the
+  anchor lives as long as its container, so it must neither wait for plumbum's import
+  (35–80 ms: urllib, http.client, email, ssl, a `uname -p`) nor carry its ~13 MB;
+- the rest (`squeue` lookups of `scrun exec` and of cleaning up after an interrupted
+  create) is composed and run with plumbum, imported on first use.
 
 Everything version-specific lives here: Slurm 22.05 (Debian 12) has no `--container-id`
 and runs at most one task per node in a container step; 23.02+ tags the step with the
@@ -406,7 +406,8 @@ class Slurm:
 
     def step_ids(self, job_id: int, step_name: str) -> list[int]:
         """Ids of the job's running steps named `step_name`."""
-        code, out, _ = self.run([self.path("squeue"), "-h", "-s", "-j", str(job_id), "-o", "%i %j"])
+        argv = [self.path("squeue"), "-h", "-s", "-j", str(job_id), "-o", "%i %j"]
+        code, out, _ = self.run_direct(argv)
         steps = []
         for line in out.splitlines() if code == 0 else []:
             step, _, name = line.strip().partition(" ")

@@ -196,8 +196,9 @@ def test_a_hung_command_is_killed_and_reported(hung_slurm, name, call):
     assert time.monotonic() - started < 5  # killed, not waited for
 
 
-def test_commands_every_container_runs_do_not_import_plumbum(tmp_path):
-    """srun --version, salloc, scontrol and scancel sit on the path podman waits for."""
+def test_commands_the_anchor_runs_do_not_import_plumbum(tmp_path):
+    """srun --version, salloc, scontrol, scancel and the squeue that finds the step to
+    signal sit on the paths podman and docker wait for (create, kill, stop)."""
     fakes = {
         "srun": "echo slurm 22.05.8",
         # runs the job holder after `--` in job 7, as salloc does
@@ -218,9 +219,10 @@ allocation = slurm.allocate("scrun", "c1", [])
 assert allocation.job_id == 7
 assert slurm.job_record(7)["JobState"] == "RUNNING"
 slurm.cancel(7)
+assert slurm.step_ids(7, "scrun") == []
 assert allocation.release(0, timeout=10)
 assert "plumbum" not in sys.modules, "plumbum imported"
-slurm.step_ids(7, "scrun")
+slurm.cancel_tagged("c1")
 assert "plumbum" in sys.modules
 """
     tree = str(Path(__file__).resolve().parents[2] / "shared")  # this tree, not the venv's copy
