@@ -56,16 +56,15 @@ class Function:
     name: str
     min_args: int
     max_args: int | None  # None: variadic (format functions)
-    returns: int = 0  # how many results a caller is expected to look at
 
 
 FUNCTIONS: dict[str, Function] = {
     f.name: f
     for f in (
-        Function("set_bundle_path", 1, 1, 1),
-        Function("set_root_path", 1, 1, 1),
-        Function("remote_command", 1, 1, 2),
-        Function("allocator_command", 1, 1, 2),
+        Function("set_bundle_path", 1, 1),
+        Function("set_root_path", 1, 1),
+        Function("remote_command", 1, 1),
+        Function("allocator_command", 1, 1),
         Function("log", 2, 2),
         Function("error", 1, 1),
         Function("log_error", 1, None),
@@ -76,11 +75,11 @@ FUNCTIONS: dict[str, Function] = {
         Function("log_debug3", 1, None),
         Function("log_debug4", 1, None),
         Function("log_user", 1, None),
-        Function("time_str2mins", 1, 1, 1),
-        Function("from_json", 1, 1, 1),
-        Function("to_json", 1, 1, 1),
-        Function("from_yaml", 1, 1, 1),
-        Function("to_yaml", 1, 1, 1),
+        Function("time_str2mins", 1, 1),
+        Function("from_json", 1, 1),
+        Function("to_json", 1, 1),
+        Function("from_yaml", 1, 1),
+        Function("to_yaml", 1, 1),
     )
 }
 
