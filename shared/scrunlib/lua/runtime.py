@@ -162,8 +162,8 @@ class LuaScript:
         path: str,
         *,
         runner: CommandRunner,
-        cluster_name: str = "",
-        timeout: float = 300.0,
+        cluster_name: str,
+        timeout: float,
         prepare: Callable[[Any], None] | None = None,
     ) -> None:
         self.path = path

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from scrunlib.lua import api, find_script
 from scrunlib.lua.commands import CommandRunner, RecordingRunner, SubprocessRunner
 from scrunlib.lua.records import CommandRecord, LogRecord, StageContext, StageResult
+from scrunlib.siteconfig import DEFAULT_LUA_TIMEOUT
 
 if TYPE_CHECKING:
     from scrunlib.lua.runtime import LuaScript
@@ -57,7 +58,7 @@ class Stager:
         *,
         runner: CommandRunner,
         cluster_name: str = "",
-        timeout: float = 300.0,
+        timeout: float = DEFAULT_LUA_TIMEOUT,
         prepare: Callable[[Any], None] | None = None,
     ) -> Stager:
         """Load and run the script once. Raises LuaError `unable to load <path>: ...`.
