@@ -117,6 +117,7 @@ local function run(f, ...)
   sethook()
   return r
 end
+-- load returns one value on success, two on failure: always two, for Python to unpack.
 local function compile(source, chunkname)
   local chunk, problem = load(source, chunkname)
   return chunk, problem
@@ -264,8 +265,8 @@ class LuaScript:
         status = int(value) if math.isfinite(value) else -1
         if status == 0:
             return self._outcome(start, True, 0, f"{hook.name} succeeded")
-        reason = _reason(self._call.logs)
-        message = f"{self.path}: {hook.name} returned {status}" + (f": {reason}" if reason else "")
+        why = _reason(self._call.logs)
+        message = f"{self.path}: {hook.name} returned {status}" + (f": {why}" if why else "")
         return self._outcome(start, False, status, message)
 
     def _outcome(
