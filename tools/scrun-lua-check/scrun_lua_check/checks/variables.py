@@ -112,8 +112,7 @@ def output_of(ctx: LintContext, target: n.Node) -> str | None:
 
 
 def holds_command_status(ctx: LintContext, variable: Variable) -> bool:
-    status_calls = {use.call for use in ctx.command_uses if use.status}
-    return any(value in status_calls for value in variable.values)
+    return any(value in ctx.status_calls for value in variable.values)
 
 
 def check_shadowing(ctx: LintContext) -> None:
