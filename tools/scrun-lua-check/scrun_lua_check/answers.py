@@ -21,6 +21,8 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scrunlib import users
+
 OPERATORS = frozenset({";", "&&", "||", "|", "&"})
 
 
@@ -132,7 +134,5 @@ def lookup_group(key: str) -> grp.struct_group:
 
 
 def group_name(gid: int) -> str:
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
+    """As `id` shows a group: its name, or its number when it has none."""
+    return users.group_name(gid) or str(gid)
