@@ -143,11 +143,14 @@ class _Call:
 
     what: str
     env: dict[str, str]
-    job_id: int | None
+    job_id: int | None  # None while the chunk loads: only the hooks have a job
     deadline: float
-    in_hook: bool
     commands: list[CommandRecord] = field(default_factory=list)
     logs: list[LogRecord] = field(default_factory=list)
+
+    @property
+    def in_hook(self) -> bool:
+        return self.job_id is not None
 
 
 class LuaScript:
@@ -179,7 +182,7 @@ class LuaScript:
             unpack_returned_tuples=True,
             attribute_filter=_refuse_attribute,
         )
-        self._call = _Call("load", command_env(()), None, math.inf, in_hook=False)
+        self._call = _Call("load", command_env(()), None, math.inf)
         self._run, self._compile, self._marks = self._lua.execute(
             _PRELUDE,
             self._table(self._slurm_functions()),
@@ -249,7 +252,7 @@ class LuaScript:
         Commands the hook runs get `job_env` (or this process's environment when it is
         empty). The whole call, commands included, is bounded by the script timeout.
         """
-        self._call = _Call(hook.name, command_env(job_env), job_id, self._deadline(), True)
+        self._call = _Call(hook.name, command_env(job_env), job_id, self._deadline())
         start = time.monotonic()
         function = self._lua.globals()[encode(hook.name)]
         if lua_type(function) != "function":
