@@ -74,6 +74,20 @@ class Stager:
         )
         return cls(script)
 
+    @classmethod
+    def for_slurm(
+        cls, script_path: str, *, slurm_conf: str, timeout: float, srun: str | None = None
+    ) -> Stager:
+        """Load the script to run its commands for real, against the cluster of `slurm_conf`
+        (its ClusterName is slurm.CLUSTER_NAME). `srun` None: found on the first
+        remote_command. Raises LuaError as `load`."""
+        from scrunlib.slurm import cluster_name
+
+        runner = SubprocessRunner(slurm_conf=slurm_conf, srun=srun, timeout=timeout)
+        return cls.load(
+            script_path, runner=runner, cluster_name=cluster_name(slurm_conf), timeout=timeout
+        )
+
     @property
     def path(self) -> str:
         return self._script.path

@@ -26,7 +26,6 @@ from scrunlib.lua.stage import (
     StageContext,
     Stager,
     StageResult,
-    SubprocessRunner,
     find_script,
 )
 from scrunlib.ownership import check_job_owner
@@ -202,12 +201,7 @@ def run(args: argparse.Namespace) -> Report:
     script = args.script or find_script(slurm_conf)
     timeout = args.timeout or site.lua_timeout
     start = time.monotonic()
-    stager = Stager.load(
-        script,
-        runner=SubprocessRunner(slurm_conf=slurm_conf, timeout=timeout),
-        cluster_name=cluster_name(slurm_conf),
-        timeout=timeout,
-    )
+    stager = Stager.for_slurm(script, slurm_conf=slurm_conf, timeout=timeout)
     load_seconds = time.monotonic() - start
     slurm = Slurm(site, slurm_conf, os.environ)
     allocated = job_id is None
