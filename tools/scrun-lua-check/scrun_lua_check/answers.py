@@ -84,7 +84,7 @@ def builtin_answer(words: list[str], uid: int) -> tuple[int, str]:
         return 0, " ".join(args[1:] if newline == "" else args) + newline
     if program == "false":
         return 1, ""
-    return 0, ""  # SILENT_SUCCESS and everything else
+    return 0, ""  # mkdir, rsync, test, ...: what changes files or checks succeeds silently
 
 
 def answer_id(args: list[str], uid: int) -> tuple[int, str]:
