@@ -450,13 +450,10 @@ def _guarded(function: Callable[..., tuple[Any, ...]]) -> Callable[..., tuple[An
 
 
 def _time_str2mins(*args: Any) -> tuple[Any, ...]:
-    value = args[0] if args else None
-    if value is None:
-        return (INVALID,)
     try:
         return (time_str2mins(_string_argument("time_str2mins", args)),)
     except Refused:
-        return (INVALID,)  # a table or a boolean is no time string either
+        return (INVALID,)  # nil, a table or a boolean is no time string either
 
 
 def _string_argument(name: str, args: Sequence[Any]) -> str:
