@@ -29,11 +29,11 @@ from scrunlib.lua.commands import CommandRunner, CommandTimeout, command_env
 from scrunlib.lua.convert import (
     JsonCodec,
     Refused,
+    as_lua_string,
     decode,
     describe,
     encode,
     lua_integer,
-    lua_number_text,
     lua_type,
     to_number,
 )
@@ -459,11 +459,10 @@ def _time_str2mins(*args: Any) -> tuple[Any, ...]:
 def _string_argument(name: str, args: Sequence[Any]) -> str:
     """A string argument as Lua's luaL_checkstring sees it: numbers are converted."""
     value = args[0] if args else None
-    if isinstance(value, bytes):
-        return decode(value)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return lua_number_text(value)
-    raise Refused(f"bad argument #1 to 'slurm.{name}' (string expected, got {lua_type(value)})")
+    text = as_lua_string(value)
+    if text is None:
+        raise Refused(f"bad argument #1 to 'slurm.{name}' (string expected, got {lua_type(value)})")
+    return text
 
 
 def _refuse_attribute(obj: object, name: object, _is_setting: bool) -> object:
