@@ -137,13 +137,15 @@ HOST_PTS_MOUNT = {
 def _hooks_for_nodes(hooks: dict[str, Any]) -> dict[str, Any]:
     """Drop hooks that name a process of the submitting host (docker's prestart
     `/proc/<dockerd pid>/exe libnetwork-setkey`): on a compute node that pid is missing, or
-    worse, another program."""
+    worse, another program. Malformed entries are kept: the node's runtime rejects them."""
     kept: dict[str, Any] = {}
     for stage, entries in hooks.items():
         if not isinstance(entries, list):
             kept[stage] = entries
             continue
-        local = [e for e in entries if str((e or {}).get("path", "")).startswith("/proc/")]
+        local = [
+            e for e in entries if isinstance(e, dict) and str(e.get("path")).startswith("/proc/")
+        ]
         for entry in local:
             log.debug(f"not running the {stage} hook {entry.get('path')} on the compute node")
         kept[stage] = [e for e in entries if e not in local]

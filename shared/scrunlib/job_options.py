@@ -7,12 +7,9 @@ Everything else reads that table: `job_request` (what the anchor submits),
 `unknown_variables` (did-you-mean hints for typos) and scrunlib.variables_doc
 (docs/scrun-variables.md, kept in sync by a unit test).
 
-Deliberate differences from upstream, all listed in the generated document:
-* variables for srun-only options (SCRUN_CPU_BIND, SCRUN_LABELIO, …) go to the container
-  step instead of aborting `create`;
-* SCRUN_JOB_NAME names the job (upstream forces `scrun`, which stays the default);
-* flag values other than yes/true/non-zero/empty and no/false/0 are rejected rather than
-  silently read as "unset", and `true` sets a flag (upstream: resets it).
+Deliberate differences from upstream scrun (srun-only options go to the container step,
+SCRUN_JOB_NAME names the job, stricter flag values, ...) are listed once, in the generated
+document's "Differences from upstream scrun" (scrunlib.variables_doc).
 
 Options go on the command line as one `--long=value` argv element each, so no value is ever
 split, reinterpreted as another option or seen by a shell. The module needs only the

@@ -28,12 +28,10 @@ if TYPE_CHECKING:
 
 
 def _owner_name(uid: int) -> str:
-    import pwd
+    from scrunlib.users import user_name  # only for the refusal's message
 
-    try:
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
+    name = user_name(uid)
+    return f"{name} (uid {uid})" if name else f"uid {uid}"
 
 
 def check_private_dir(path: str, what: str, missing_ok: bool = True) -> None:

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
+DEFAULT_LUA_TIMEOUT = 300.0
+DEFAULT_STEP_GRACE = 10.0
 SYSTEM_BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/usr/local/sbin", "/sbin")
 
 
@@ -56,8 +58,8 @@ class SiteConfig:
         path: str | None = None,
         slurm_conf: str | None = None,
         bin_dir: str | None = None,
-        lua_timeout: float = 300.0,
-        step_grace: float = 10.0,
+        lua_timeout: float = DEFAULT_LUA_TIMEOUT,
+        step_grace: float = DEFAULT_STEP_GRACE,
         exec_command: str | None = None,
     ) -> None:
         self.path, self.slurm_conf, self.bin_dir = path, slurm_conf, bin_dir
@@ -132,7 +134,7 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         path=path,
         slurm_conf=data.get("slurm_conf"),
         bin_dir=data.get("bin_dir"),
-        lua_timeout=float(data.get("lua_timeout", 300.0)),
-        step_grace=float(data.get("step_grace", 10.0)),
+        lua_timeout=float(data.get("lua_timeout", DEFAULT_LUA_TIMEOUT)),
+        step_grace=float(data.get("step_grace", DEFAULT_STEP_GRACE)),
         exec_command=data.get("exec_command"),
     )

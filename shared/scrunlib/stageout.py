@@ -31,14 +31,10 @@ def load_stager(script: str, slurm_conf: str, site: SiteConfig) -> Stager | None
     Raises LuaError when it cannot be loaded."""
     if not os.path.exists(script):
         return None
-    from scrunlib.lua.stage import Stager, SubprocessRunner
-    from scrunlib.slurm import cluster_name
+    from scrunlib.lua.stage import Stager
 
-    runner = SubprocessRunner(
-        srun=site.command("srun"), slurm_conf=slurm_conf, timeout=site.lua_timeout
-    )
-    return Stager.load(
-        script, runner=runner, cluster_name=cluster_name(slurm_conf), timeout=site.lua_timeout
+    return Stager.for_slurm(
+        script, slurm_conf=slurm_conf, timeout=site.lua_timeout, srun=site.command("srun")
     )
 
 

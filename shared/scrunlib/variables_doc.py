@@ -12,15 +12,8 @@ from scrunlib.job_options import (
     OUTPUT_VARIABLES,
     VARIABLES,
     JobVariable,
-    Target,
 )
 from scrunlib.slurm_version import version_text
-
-_TARGET_TEXT = {
-    Target.ALLOCATION: "allocation",
-    Target.STEP: "step",
-    Target.JOB_NAME: "job name",
-}
 
 
 def markdown_table() -> str:
@@ -49,7 +42,7 @@ def markdown_table() -> str:
     for variable in VARIABLES:
         lines.append(
             f"| `{variable.name}` | `{variable.option}` | {variable.kind.name} "
-            f"| {_TARGET_TEXT[variable.target]} | {_notes(variable)} |"
+            f"| {variable.target.value} | {_notes(variable)} |"
         )
     lines += [
         "",

@@ -117,6 +117,16 @@ def test_hooks_of_the_submitting_host_are_dropped(tmp_path):
     assert hooks == {"prestart": [site_hook], "poststop": [site_hook]}
 
 
+def test_malformed_hooks_are_left_to_the_nodes_runtime(tmp_path):
+    config = json.loads(json.dumps(GOOD))
+    config["root"]["path"] = str(tmp_path / "elsewhere")
+    config["hooks"] = {"prestart": ["not-an-object", None, {"args": []}], "poststop": "x"}
+    write(tmp_path, config)
+    bundles.runnable_by_slurm(str(tmp_path), str(tmp_path / "spool"))
+    hooks = json.loads((tmp_path / "spool" / "config.json").read_text())["hooks"]
+    assert hooks == config["hooks"]
+
+
 def alpine_like(tmp_path):
     """/bin/sh and /bin/busybox only; PATH lists /usr/bin before /bin."""
     rootfs = tmp_path / "rootfs"

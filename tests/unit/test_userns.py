@@ -67,9 +67,13 @@ def test_inside_rootless_podman_commands_get_the_real_ids(real: Callable[[int, i
     ]
 
 
-def test_this_process_knows_its_real_ids() -> None:
-    # The test runs on the host or in a namespace that maps our ids: either way the map
-    # gives a definite answer for our own uid.
-    uid, gid = userns.real_ids()
-    assert uid >= 0 and gid >= 0
-    assert userns.real_root() == (uid == 0)
+def test_real_ids_come_from_this_processs_id_maps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside rootless podman uid and gid 0 are the user's own ids outside: the uid from
+    uid_map, the gid from gid_map."""
+    maps = {"/proc/self/uid_map": ROOTLESS_PODMAN_MAP, "/proc/self/gid_map": "0 1002 1\n"}
+    monkeypatch.setattr(userns, "_read", maps.__getitem__)
+    monkeypatch.setattr(userns, "_real_ids", [])  # not what an earlier call found
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    monkeypatch.setattr(os, "getgid", lambda: 0)
+    assert userns.real_ids() == (1001, 1002)
+    assert userns.in_other_identity() and not userns.real_root()

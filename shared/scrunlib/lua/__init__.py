@@ -10,5 +10,6 @@ SCRIPT_NAME = "scrun.lua"
 
 
 def find_script(slurm_conf_path: str) -> str:
-    """scrun.lua lives beside the slurm.conf in use (as upstream's get_extra_conf_path)."""
+    """scrun.lua lives beside the slurm.conf in use, where Slurm looks for all its other
+    configuration files (oci.conf, cgroup.conf, ...)."""
     return os.path.join(os.path.dirname(slurm_conf_path), SCRIPT_NAME)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AnyStr
 
+from scrunlib import log
+
 
 @dataclass(frozen=True)
 class Hook:
@@ -56,16 +58,15 @@ class Function:
     name: str
     min_args: int
     max_args: int | None  # None: variadic (format functions)
-    returns: int = 0  # how many results a caller is expected to look at
 
 
 FUNCTIONS: dict[str, Function] = {
     f.name: f
     for f in (
-        Function("set_bundle_path", 1, 1, 1),
-        Function("set_root_path", 1, 1, 1),
-        Function("remote_command", 1, 1, 2),
-        Function("allocator_command", 1, 1, 2),
+        Function("set_bundle_path", 1, 1),
+        Function("set_root_path", 1, 1),
+        Function("remote_command", 1, 1),
+        Function("allocator_command", 1, 1),
         Function("log", 2, 2),
         Function("error", 1, 1),
         Function("log_error", 1, None),
@@ -76,11 +77,11 @@ FUNCTIONS: dict[str, Function] = {
         Function("log_debug3", 1, None),
         Function("log_debug4", 1, None),
         Function("log_user", 1, None),
-        Function("time_str2mins", 1, 1, 1),
-        Function("from_json", 1, 1, 1),
-        Function("to_json", 1, 1, 1),
-        Function("from_yaml", 1, 1, 1),
-        Function("to_yaml", 1, 1, 1),
+        Function("time_str2mins", 1, 1),
+        Function("from_json", 1, 1),
+        Function("to_json", 1, 1),
+        Function("from_yaml", 1, 1),
+        Function("to_yaml", 1, 1),
     )
 }
 
@@ -137,23 +138,23 @@ def all_constants() -> dict[str, int]:
 STRING_CONSTANTS = ("CLUSTER_NAME",)
 
 # slurm.log(LEVEL, MSG) level numbers → Slurm log levels (0 info, 1 verbose, 2 debug, ...).
-LOG_LEVEL_OFFSET = 3  # slurm.log level 0 is Slurm level 3 (info)
+LOG_LEVEL_OFFSET = log.INFO  # slurm.log level 0 is info
 
-# Slurm log level of each formatting log function (scrunlib.log numbers: 2 error .. 8 debug4).
+# Slurm log level of each formatting log function.
 # slurm.log_user would need slurm.user_msg, which scrun never defines (upstream it raises);
 # here it logs at info level so a script shared with cli_filter still works.
 LOG_FUNCTION_LEVELS: dict[str, int] = {
-    "error": 2,
-    "log_error": 2,
-    "log_info": 3,
-    "log_user": 3,
-    "log_verbose": 4,
-    "log_debug": 5,
-    "log_debug2": 6,
-    "log_debug3": 7,
-    "log_debug4": 8,
+    "error": log.ERROR,
+    "log_error": log.ERROR,
+    "log_info": log.INFO,
+    "log_user": log.INFO,
+    "log_verbose": log.VERBOSE,
+    "log_debug": log.DEBUG,
+    "log_debug2": log.LEVELS["debug2"],
+    "log_debug3": log.LEVELS["debug3"],
+    "log_debug4": log.LEVELS["debug4"],
 }
 # slurm.log(LEVEL, MSG): levels above this are all debug4.
-LOG_LEVEL_MAX = 5
+LOG_LEVEL_MAX = log.LEVELS["debug4"] - LOG_LEVEL_OFFSET
 # Modules that `require` finds: both spellings used by 23.02–25.11 example scripts.
 JSON_MODULES = ("json", "cjson")

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from scrunlib import siteconfig
 from scrunlib.errors import ScrunError, reason
 from scrunlib.lua.records import CommandKind
 from scrunlib.state import shell_exit_code
@@ -75,7 +76,10 @@ class SubprocessRunner:
     less). `srun` defaults to the site's srun, looked up on first use."""
 
     def __init__(
-        self, slurm_conf: str | None = None, srun: str | None = None, timeout: float = 300.0
+        self,
+        slurm_conf: str | None = None,
+        srun: str | None = None,
+        timeout: float = siteconfig.DEFAULT_LUA_TIMEOUT,
     ) -> None:
         self.slurm_conf = slurm_conf
         self.timeout = timeout
@@ -102,8 +106,6 @@ class SubprocessRunner:
     def _srun_path(self) -> str:
         """Found on first use only: an allocator-only script must work without Slurm."""
         if self._srun is None:
-            from scrunlib import siteconfig
-
             self._srun = siteconfig.load().command("srun")
         return self._srun
 

@@ -128,11 +128,10 @@ def _reject_constant(name: str) -> object:
 
 
 def _json_key(key: Any) -> str:
-    if isinstance(key, bytes):
-        return decode(key)
-    if isinstance(key, int | float) and not isinstance(key, bool):
-        return lua_number_text(key)
-    raise Refused(f"a table key of type {lua_type(key)} has no JSON form")
+    text = as_lua_string(key)
+    if text is None:
+        raise Refused(f"a table key of type {lua_type(key)} has no JSON form")
+    return text
 
 
 def to_number(text: bytes) -> float | None:
@@ -149,6 +148,16 @@ def lua_number_text(value: int | float) -> str:
         return str(value)
     text = f"{value:.14g}"
     return text + ".0" if text.lstrip("-").isdigit() else text
+
+
+def as_lua_string(value: Any) -> str | None:
+    """A Lua string, or a number converted as Lua converts it where a string is expected
+    (`1` → "1", `1.5` → "1.5"); None for any other value."""
+    if isinstance(value, bytes):
+        return decode(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return lua_number_text(value)
+    return None
 
 
 def lua_integer(value: int) -> int | float:

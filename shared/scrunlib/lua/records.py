@@ -1,6 +1,6 @@
 """What the scrun.lua code hands around: the hooks' arguments and what a hook did.
 
-Plain data, standard library only: the anchor, scrun-stage and scrun-lua-check import these
+Plain data, no Lua: the anchor, scrun-stage and scrun-lua-check import these
 without loading Lua.
 """
 
@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
+
+from scrunlib import log
 
 if TYPE_CHECKING:
     from scrunlib.bundle import Bundle
@@ -23,6 +25,15 @@ class LogRecord:
 
     level: int
     message: str
+
+    @property
+    def level_name(self) -> str:
+        """The level as scrun's logs spell it (`error`, `info`, `debug2`, ...)."""
+        return log.LEVEL_NAMES.get(self.level, str(self.level))
+
+    def as_dict(self) -> dict[str, str]:
+        """The record in the JSON reports of scrun-stage and scrun-lua-check."""
+        return {"level": self.level_name, "message": self.message}
 
 
 @dataclass

@@ -29,11 +29,11 @@ from scrunlib.lua.commands import CommandRunner, CommandTimeout, command_env
 from scrunlib.lua.convert import (
     JsonCodec,
     Refused,
+    as_lua_string,
     decode,
     describe,
     encode,
     lua_integer,
-    lua_number_text,
     lua_type,
     to_number,
 )
@@ -117,6 +117,7 @@ local function run(f, ...)
   sethook()
   return r
 end
+-- load returns one value on success, two on failure: always two, for Python to unpack.
 local function compile(source, chunkname)
   local chunk, problem = load(source, chunkname)
   return chunk, problem
@@ -142,11 +143,14 @@ class _Call:
 
     what: str
     env: dict[str, str]
-    job_id: int | None
+    job_id: int | None  # None while the chunk loads: only the hooks have a job
     deadline: float
-    in_hook: bool
     commands: list[CommandRecord] = field(default_factory=list)
     logs: list[LogRecord] = field(default_factory=list)
+
+    @property
+    def in_hook(self) -> bool:
+        return self.job_id is not None
 
 
 class LuaScript:
@@ -162,8 +166,8 @@ class LuaScript:
         path: str,
         *,
         runner: CommandRunner,
-        cluster_name: str = "",
-        timeout: float = 300.0,
+        cluster_name: str,
+        timeout: float,
         prepare: Callable[[Any], None] | None = None,
     ) -> None:
         self.path = path
@@ -178,7 +182,7 @@ class LuaScript:
             unpack_returned_tuples=True,
             attribute_filter=_refuse_attribute,
         )
-        self._call = _Call("load", command_env(()), None, math.inf, in_hook=False)
+        self._call = _Call("load", command_env(()), None, math.inf)
         self._run, self._compile, self._marks = self._lua.execute(
             _PRELUDE,
             self._table(self._slurm_functions()),
@@ -248,7 +252,7 @@ class LuaScript:
         Commands the hook runs get `job_env` (or this process's environment when it is
         empty). The whole call, commands included, is bounded by the script timeout.
         """
-        self._call = _Call(hook.name, command_env(job_env), job_id, self._deadline(), True)
+        self._call = _Call(hook.name, command_env(job_env), job_id, self._deadline())
         start = time.monotonic()
         function = self._lua.globals()[encode(hook.name)]
         if lua_type(function) != "function":
@@ -264,8 +268,8 @@ class LuaScript:
         status = int(value) if math.isfinite(value) else -1
         if status == 0:
             return self._outcome(start, True, 0, f"{hook.name} succeeded")
-        reason = _reason(self._call.logs)
-        message = f"{self.path}: {hook.name} returned {status}" + (f": {reason}" if reason else "")
+        why = _reason(self._call.logs)
+        message = f"{self.path}: {hook.name} returned {status}" + (f": {why}" if why else "")
         return self._outcome(start, False, status, message)
 
     def _outcome(
@@ -446,23 +450,19 @@ def _guarded(function: Callable[..., tuple[Any, ...]]) -> Callable[..., tuple[An
 
 
 def _time_str2mins(*args: Any) -> tuple[Any, ...]:
-    value = args[0] if args else None
-    if value is None:
-        return (INVALID,)
     try:
         return (time_str2mins(_string_argument("time_str2mins", args)),)
     except Refused:
-        return (INVALID,)  # a table or a boolean is no time string either
+        return (INVALID,)  # nil, a table or a boolean is no time string either
 
 
 def _string_argument(name: str, args: Sequence[Any]) -> str:
     """A string argument as Lua's luaL_checkstring sees it: numbers are converted."""
     value = args[0] if args else None
-    if isinstance(value, bytes):
-        return decode(value)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return lua_number_text(value)
-    raise Refused(f"bad argument #1 to 'slurm.{name}' (string expected, got {lua_type(value)})")
+    text = as_lua_string(value)
+    if text is None:
+        raise Refused(f"bad argument #1 to 'slurm.{name}' (string expected, got {lua_type(value)})")
+    return text
 
 
 def _refuse_attribute(obj: object, name: object, _is_setting: bool) -> object:

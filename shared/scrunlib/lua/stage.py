@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from scrunlib.lua import api, find_script
 from scrunlib.lua.commands import CommandRunner, RecordingRunner, SubprocessRunner
 from scrunlib.lua.records import CommandRecord, LogRecord, StageContext, StageResult
+from scrunlib.siteconfig import DEFAULT_LUA_TIMEOUT
 
 if TYPE_CHECKING:
     from scrunlib.lua.runtime import LuaScript
@@ -57,7 +58,7 @@ class Stager:
         *,
         runner: CommandRunner,
         cluster_name: str = "",
-        timeout: float = 300.0,
+        timeout: float = DEFAULT_LUA_TIMEOUT,
         prepare: Callable[[Any], None] | None = None,
     ) -> Stager:
         """Load and run the script once. Raises LuaError `unable to load <path>: ...`.
@@ -72,6 +73,20 @@ class Stager:
             prepare=prepare,
         )
         return cls(script)
+
+    @classmethod
+    def for_slurm(
+        cls, script_path: str, *, slurm_conf: str, timeout: float, srun: str | None = None
+    ) -> Stager:
+        """Load the script to run its commands for real, against the cluster of `slurm_conf`
+        (its ClusterName is slurm.CLUSTER_NAME). `srun` None: found on the first
+        remote_command. Raises LuaError as `load`."""
+        from scrunlib.slurm import cluster_name
+
+        runner = SubprocessRunner(slurm_conf=slurm_conf, srun=srun, timeout=timeout)
+        return cls.load(
+            script_path, runner=runner, cluster_name=cluster_name(slurm_conf), timeout=timeout
+        )
 
     @property
     def path(self) -> str:

@@ -21,6 +21,8 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scrunlib import users
+
 OPERATORS = frozenset({";", "&&", "||", "|", "&"})
 
 
@@ -82,7 +84,7 @@ def builtin_answer(words: list[str], uid: int) -> tuple[int, str]:
         return 0, " ".join(args[1:] if newline == "" else args) + newline
     if program == "false":
         return 1, ""
-    return 0, ""  # SILENT_SUCCESS and everything else
+    return 0, ""  # mkdir, rsync, test, ...: what changes files or checks succeeds silently
 
 
 def answer_id(args: list[str], uid: int) -> tuple[int, str]:
@@ -132,7 +134,5 @@ def lookup_group(key: str) -> grp.struct_group:
 
 
 def group_name(gid: int) -> str:
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
+    """As `id` shows a group: its name, or its number when it has none."""
+    return users.group_name(gid) or str(gid)

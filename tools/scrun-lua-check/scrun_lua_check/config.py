@@ -48,14 +48,9 @@ def parse_codes(values: Iterable[str], source: str) -> frozenset[str]:
 def load_settings(path: str | None, directory: str = ".") -> Settings:
     """Settings from `path`, or from the default files in `directory` (none: defaults)."""
     if path is None:
-        for name in DEFAULT_FILES:
-            candidate = os.path.join(directory, name)
-            if os.path.isfile(candidate) and _table(candidate) is not None:
-                path = candidate
-                break
-        else:
-            return Settings()
-    table = _table(path)
+        path, table = _default_table(directory)
+    else:
+        table = _table(path)
     if table is None:
         return Settings()
     unknown = sorted(set(table) - {"ignore", "strict", "answers"})
@@ -100,6 +95,18 @@ def parse_answers(entries: object, path: str) -> tuple[Answer, ...]:
             ) from None
         answers.append(Answer(pattern, status, output))
     return tuple(answers)
+
+
+def _default_table(directory: str) -> tuple[str, dict[str, object] | None]:
+    """The first default file in `directory` with the table, and the table (each file is
+    read once); ("", None) when none has it."""
+    for name in DEFAULT_FILES:
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate):
+            table = _table(candidate)
+            if table is not None:
+                return candidate, table
+    return "", None
 
 
 def _table(path: str) -> dict[str, object] | None:

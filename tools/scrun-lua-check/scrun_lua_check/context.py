@@ -130,6 +130,11 @@ class LintContext:
 
         return command_uses(self)
 
+    @cached_property
+    def status_calls(self) -> set[n.Call]:
+        """The calls whose first result is a command's exit status (scrun_lua_check.wrappers)."""
+        return {use.call for use in self.command_uses if use.status}
+
     def assigned_variable(self, target: n.Node) -> Variable | None:
         """The local variable an assignment target (LocalName or Name) stores into."""
         if isinstance(target, n.LocalName):

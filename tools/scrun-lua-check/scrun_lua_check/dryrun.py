@@ -83,10 +83,7 @@ class Phase(StageResult):
         del data["hook"], data["traceback"]
         data["message"] = self.details
         data["writes"] = [write.as_dict() for write in self.writes]
-        data["logs"] = [
-            {"level": log.LEVEL_NAMES.get(r.level, str(r.level)), "message": r.message}
-            for r in self.logs
-        ]
+        data["logs"] = [record.as_dict() for record in self.logs]
         return {"name": self.name, **data}
 
 
@@ -249,7 +246,7 @@ def render_phase(phase: Phase, executed: bool, paths: tuple[str, str]) -> list[s
         lines = [f"{phase.name}: returned {phase.status} ({verdict}) in {phase.seconds:.3f} s"]
     if not phase.ok or not phase.message.endswith(("succeeded", "loaded")):
         lines += [f"  {line}" for line in phase.details.splitlines()]
-    lines += [f"  log {log.LEVEL_NAMES.get(r.level, r.level)}: {r.message}" for r in phase.logs]
+    lines += [f"  log {r.level_name}: {r.message}" for r in phase.logs]
     for command in phase.commands:
         outcome = "recorded" if not executed else f"exit {command.status}"
         lines.append(

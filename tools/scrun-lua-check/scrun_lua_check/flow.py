@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from scrun_lua_check import nodes as n
 from scrun_lua_check.scope import ScopeInfo, Variable
 
-MULTI_VALUE = (n.Call, n.MethodCall, n.Vararg)
 Live = frozenset[Variable]
 
 
@@ -122,7 +121,7 @@ class _Walk:
 
     def assign(self, targets: Sequence[n.Node], values: Sequence[n.Node], live: Live) -> Live:
         """`targets = values`: record which stored values may be read, then kill and read."""
-        spread = bool(values) and isinstance(values[-1], MULTI_VALUE)
+        spread = bool(values) and isinstance(values[-1], n.MULTI_VALUE)
         written: set[Variable] = set()
         indexed: list[n.Node] = []
         for position, target in enumerate(targets):

@@ -136,13 +136,13 @@ def run(argv: Sequence[str]) -> int:
     from scrun_lua_check.dryrun import DryRunOptions, dry_run, render_dry_run
 
     options = DryRunOptions(
-        args.bundle,
-        args.id,
-        args.job_id,
-        args.cluster_name,
-        args.timeout,
-        args.execute,
-        settings.answers,
+        bundle=args.bundle,
+        container_id=args.id,
+        job_id=args.job_id,
+        cluster_name=args.cluster_name,
+        timeout=args.timeout,
+        execute=args.execute,
+        answers=settings.answers,
     )
     report = dry_run(files[0], options)
     emit(args.format, diagnostics, report.as_dict())

@@ -242,6 +242,8 @@ class Chunk(Node):
 
 
 LOOPS = (While, Repeat, NumericFor, GenericFor)
+# Expressions that may yield any number of values (last in a list, all of them count).
+MULTI_VALUE = (Call, MethodCall, Vararg)
 
 
 def walk(node: Node) -> Iterator[Node]:
@@ -267,6 +269,15 @@ def static_string(node: Node) -> str | None:
     """The value of a string literal (parenthesised or not), else None."""
     node = unparen(node)
     return node.value if isinstance(node, String) else None
+
+
+def assignment(statement: Node | None) -> tuple[list[Node], list[Node]] | None:
+    """(targets, values) of `local a, b = ...` or `a, b = ...`; None for any other node."""
+    if isinstance(statement, Local):
+        return list(statement.names), statement.values
+    if isinstance(statement, Assign):
+        return statement.targets, statement.values
+    return None
 
 
 def is_target(node: Node) -> bool:

@@ -135,16 +135,12 @@ def status_destination(call: n.Node) -> tuple[str, n.Node | None]:
     node: n.Node = call
     while isinstance(node.parent, n.Paren):
         node = node.parent
-    statement = node.parent
-    if isinstance(statement, n.CallStat):
+    if isinstance(node.parent, n.CallStat):
         return "ignored", None
-    if isinstance(statement, n.Local):
-        targets: list[n.Node] = list(statement.names)
-        values = statement.values
-    elif isinstance(statement, n.Assign):
-        targets, values = statement.targets, statement.values
-    else:
+    assigned = n.assignment(node.parent)
+    if assigned is None:
         return "used", None
+    targets, values = assigned
     position = next(i for i, value in enumerate(values) if value is node)
     if position >= len(targets):
         return "discarded", None

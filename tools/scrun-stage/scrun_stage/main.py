@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import scrunlib
 from scrunlib import bundle as bundles
@@ -26,7 +26,6 @@ from scrunlib.lua.stage import (
     StageContext,
     Stager,
     StageResult,
-    SubprocessRunner,
     find_script,
 )
 from scrunlib.ownership import check_job_owner
@@ -166,7 +165,7 @@ class StageReport:
 class Report:
     script: str
     load_seconds: float
-    load_logs: list[dict[str, Any]]
+    load_logs: list[LogRecord]
     job_id: int
     job_env: list[str] = field(default_factory=list)
     job_env_source: str = ""
@@ -202,12 +201,7 @@ def run(args: argparse.Namespace) -> Report:
     script = args.script or find_script(slurm_conf)
     timeout = args.timeout or site.lua_timeout
     start = time.monotonic()
-    stager = Stager.load(
-        script,
-        runner=SubprocessRunner(slurm_conf=slurm_conf, timeout=timeout),
-        cluster_name=cluster_name(slurm_conf),
-        timeout=timeout,
-    )
+    stager = Stager.for_slurm(script, slurm_conf=slurm_conf, timeout=timeout)
     load_seconds = time.monotonic() - start
     slurm = Slurm(site, slurm_conf, os.environ)
     allocated = job_id is None
@@ -219,8 +213,9 @@ def run(args: argparse.Namespace) -> Report:
         ctx = StageContext.for_container(
             bundle, container_spool, job_id=job_id, job_env=job_env, orig_bundle=bundle.path
         )
-        logs = [_log_entry(record) for record in stager.load_logs]
-        report = Report(script, load_seconds, logs, job_id, list(ctx.job_env), job_env_source)
+        report = Report(
+            script, load_seconds, stager.load_logs, job_id, list(ctx.job_env), job_env_source
+        )
         if args.command in ("in", "both"):
             report.stages.append(_stage_in(stager, ctx))
         if args.command in ("out", "both"):
@@ -326,7 +321,7 @@ def render_text(report: Report) -> str:
         f"job env     {len(report.job_env)} variable(s), from {report.job_env_source}",
     ]
     lines += [f"  {entry}" for entry in report.job_env]
-    lines += [f"load log    {entry['level']}: {entry['message']}" for entry in report.load_logs]
+    lines += [f"load log    {r.level_name}: {r.message}" for r in report.load_logs]
     for stage in report.stages:
         result = stage.result
         verdict = "ok" if result.ok else "FAILED"
@@ -347,7 +342,7 @@ def render_text(report: Report) -> str:
             lines += _indented(command.script, "      $ ")
             lines += _indented(command.output.rstrip("\n"), "      | ")
         lines.append(f"log         {len(result.logs)} line(s)")
-        lines += [f"  {_level(record.level)}: {record.message}" for record in result.logs]
+        lines += [f"  {record.level_name}: {record.message}" for record in result.logs]
         if result.traceback:
             lines += ["traceback", *_indented(result.traceback, "  ")]
         if stage.config_diff is not None:
@@ -360,7 +355,7 @@ def render_json(report: Report) -> str:
     stages = []
     for stage in report.stages:
         entry = asdict(stage.result)
-        entry["logs"] = [_log_entry(record) for record in stage.result.logs]
+        entry["logs"] = [record.as_dict() for record in stage.result.logs]
         entry["bundle_before"] = stage.bundle_before
         entry["root_path_before"] = stage.root_before
         entry["config_diff"] = stage.config_diff
@@ -368,7 +363,7 @@ def render_json(report: Report) -> str:
     data = {
         "script": report.script,
         "load_seconds": report.load_seconds,
-        "load_logs": report.load_logs,
+        "load_logs": [record.as_dict() for record in report.load_logs],
         "job_id": report.job_id,
         "job_env": report.job_env,
         "job_env_source": report.job_env_source,
@@ -384,14 +379,6 @@ def _change(before: str, after: str) -> str:
 
 def _indented(text: str, prefix: str) -> list[str]:
     return [prefix + line for line in text.splitlines()] if text else []
-
-
-def _log_entry(record: LogRecord) -> dict[str, Any]:
-    return {"level": _level(record.level), "message": record.message}
-
-
-def _level(number: int) -> str:
-    return log.LEVEL_NAMES.get(number, str(number))
 
 
 def _read(path: str) -> str | None:

@@ -38,9 +38,9 @@ def check_command_results(ctx: LintContext) -> None:
 def status_targets(ctx: LintContext) -> set[n.Node]:
     """Targets that receive the STATUS of a command (W802 speaks for them)."""
     found: set[n.Node] = set()
-    for use in ctx.command_uses:
-        how, target = status_destination(use.call)
-        if use.status and how == "stored" and target is not None:
+    for call in ctx.status_calls:
+        how, target = status_destination(call)
+        if how == "stored" and target is not None:
             found.add(target)
     return found
 

@@ -28,15 +28,16 @@ def check_ignored_failures(ctx: LintContext) -> None:
         call = node.call
         function = called_function(ctx, call) if call not in wrapped else None
         failure = failure_return(function) if function is not None else None
-        if function is not None and failure is not None:
-            name = n.describe(call.func)
-            ctx.report(
-                call,
-                "W805",
-                f"the result of {name}() is ignored, but it returns"
-                f" {failure_value(failure)} when it fails (line {failure.line}):"
-                f" check it, or make {name}() raise an error",
-            )
+        if failure is None:
+            continue
+        name = n.describe(call.func)
+        ctx.report(
+            call,
+            "W805",
+            f"the result of {name}() is ignored, but it returns"
+            f" {failure_value(failure)} when it fails (line {failure.line}):"
+            f" check it, or make {name}() raise an error",
+        )
 
 
 def failure_return(function: n.Function) -> n.Return | None:

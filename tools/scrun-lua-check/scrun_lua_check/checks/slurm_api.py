@@ -12,8 +12,6 @@ from scrunlib.lua import api
 from scrun_lua_check import nodes as n
 from scrun_lua_check.context import SLURM_FIELD_KINDS, LintContext, did_you_mean
 
-MULTI_VALUE = (n.Call, n.MethodCall, n.Vararg)
-
 
 def check_slurm_uses(ctx: LintContext) -> None:
     for node in ctx.all_nodes:
@@ -46,7 +44,7 @@ def check_call(ctx: LintContext, call: n.Call, key: str) -> None:
             ctx.report(call, "E701", f"slurm.{key} is not a function scrun provides{hint}")
         return
     count = len(call.args)
-    open_ended = bool(call.args) and isinstance(call.args[-1], MULTI_VALUE)
+    open_ended = bool(call.args) and isinstance(call.args[-1], n.MULTI_VALUE)
     fixed = count - 1 if open_ended else count
     expected = describe_arity(function)
     if not open_ended and count < function.min_args:

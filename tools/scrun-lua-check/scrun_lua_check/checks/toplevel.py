@@ -31,7 +31,7 @@ PRINTING_COMMANDS = frozenset(
 def check_placement(ctx: LintContext) -> None:
     check_calls(ctx)
     for use in ctx.command_uses:
-        if use.name != "os.execute()":
+        if ctx.command_call(use.call) != "os.execute":  # a direct call, not through a wrapper
             continue
         program = printing_program(ctx, use.commands[0])
         if program is not None:

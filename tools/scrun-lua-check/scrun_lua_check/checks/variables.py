@@ -101,14 +101,10 @@ def check_unused_values(ctx: LintContext) -> None:
 
 def output_of(ctx: LintContext, target: n.Node) -> str | None:
     """The command (as named in messages) whose OUTPUT, its second result, `target` receives."""
-    statement = target.parent
-    if isinstance(statement, n.Local):
-        targets: list[n.Node] = list(statement.names)
-    elif isinstance(statement, n.Assign):
-        targets = statement.targets
-    else:
+    assigned = n.assignment(target.parent)
+    if assigned is None:
         return None
-    values = statement.values
+    targets, values = assigned
     position = next(i for i, t in enumerate(targets) if t is target)
     if not values or position != len(values):
         return None  # not the result right after the last value's first one
@@ -116,8 +112,7 @@ def output_of(ctx: LintContext, target: n.Node) -> str | None:
 
 
 def holds_command_status(ctx: LintContext, variable: Variable) -> bool:
-    status_calls = {use.call for use in ctx.command_uses if use.status}
-    return any(value in status_calls for value in variable.values)
+    return any(value in ctx.status_calls for value in variable.values)
 
 
 def check_shadowing(ctx: LintContext) -> None:
