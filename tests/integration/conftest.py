@@ -361,11 +361,13 @@ def no_leftovers(cluster: Cluster) -> Iterator[Callable[..., None]]:
 class SiteRuntime:
     """scrun against a private copy of the cluster's config dir, with its own scrun.lua.
 
-    scrun finds scrun.lua beside slurm.conf, and under podman it finds slurm.conf only
+    scrun finds scrun.lua beside slurm.conf, and under podman 4 it finds slurm.conf only
     through its site config file. So this makes `dir/etc/{slurm.conf,oci.conf,scrun.lua}`,
     a site config naming that slurm.conf, a `scrun` wrapper that sets SCRUN_SITE_CONFIG, and
     a containers.conf registering the wrapper as runtime `scrun`: the shared cluster, the
-    test's own staging script, no effect on tests running beside it.
+    test's own staging script, no effect on tests running beside it. podman 5 hands its
+    caller's environment on to the runtime, and SLURM_CONF there wins over the site config:
+    a caller runs podman with `env`, whose SLURM_CONF names the same copy.
     """
 
     dir: Path

@@ -247,21 +247,17 @@ def test_vfs_storage_runs(
 
 
 def user_site(alice: User, site: SiteRuntime) -> dict[str, str]:
-    """The user's own containers.conf, with the site runtime's scrun (its scrun.lua)."""
+    """The user's own containers.conf, with the site runtime's scrun (its scrun.lua); and
+    SLURM_CONF naming the site's slurm.conf, as podman 5 passes the user's on to scrun."""
     let_users_reach(site.dir)
     own = (alice.home / ".config/containers/containers.conf").read_text()
     conf = site.dir / f"containers-{alice.name}.conf"
     runtimes = f'[engine.runtimes]\nscrun = ["{site.dir / "scrun"}"]\n'
     conf.write_text(own[: own.index("[engine.runtimes]")] + runtimes)
     conf.chmod(0o644)
-    return {"CONTAINERS_CONF": str(conf)}
+    return {"CONTAINERS_CONF": str(conf), "SLURM_CONF": site.slurm_conf}
 
 
-@pytest.mark.skipif(
-    ON_DEBIAN13,
-    reason="Debian 13: with rootless podman 5.4 the man page's staging dir under /run/user/<uid> "
-    "is not where the test looks, and the job is left (not yet solved)",
-)
 def test_man_page_scrun_lua_unmodified(
     alice: User,
     site_runtime: Callable[[str | None], SiteRuntime],
@@ -314,11 +310,6 @@ def test_scrun_stage_and_lua_check_as_the_user(alice: User, clean: None) -> None
         alice.sh(f"rm -rf {work}")
 
 
-@pytest.mark.skipif(
-    ON_DEBIAN13,
-    reason="Debian 13: rootless podman 5.4's overlay rootfs is refused as a mount of podman's "
-    "own namespace although the man page's scrun.lua should stage it (not yet solved)",
-)
 def test_man_page_scrun_lua_stages_overlay_storage(
     alice: User,
     site_runtime: Callable[[str | None], SiteRuntime],
