@@ -123,9 +123,11 @@ def parse(path: str, config: Any, config_file: str | None = None) -> Bundle:
     )
 
 
-# With a terminal, the container's stdio is the pty slurmstepd made for `srun --pty` on the
-# node (22.05 forces process.terminal=false, so the runtime makes none). It lives in the
-# node's /dev/pts, so that is what the container needs to see for `tty` to name it.
+# Slurm 22.05 forces process.terminal=false, so under `srun --pty` the container's stdio is
+# the pty slurmstepd made on the node. It lives in the node's /dev/pts, so that is what the
+# container needs to see for `tty` to name it. (Newer Slurm passes the terminal on and the
+# runtime makes the pty in the container's own /dev/pts: the node's would not do there, as
+# its ptmx, mode 000, is closed to a rootless runtime.)
 HOST_PTS_MOUNT = {
     "destination": "/dev/pts",
     "type": "bind",
@@ -180,19 +182,19 @@ def node_args(staged: Bundle) -> tuple[str, ...]:
 
 
 def runnable_by_slurm(
-    bundle_path: str, target_dir: str, *, terminal: bool = False, config_file: str | None = None
+    bundle_path: str, target_dir: str, *, node_pty: bool = False, config_file: str | None = None
 ) -> NodeBundle:
     """The bundle slurmd (22.05 and newer) runs with the intended rootfs, and its command.
 
     If `<bundle>/rootfs` already is the configured root, config.json is the one to run (not
-    crun's --config `config_file`) and no terminal needs the node's /dev/pts, the bundle is
-    used as it is. Otherwise `target_dir` gets a copy of the config with an absolute
-    root.path and a `rootfs` symlink to it."""
+    crun's --config `config_file`) and the container's stdio is not the node's pty
+    (`node_pty`, above HOST_PTS_MOUNT), the bundle is used as it is. Otherwise `target_dir`
+    gets a copy of the config with an absolute root.path and a `rootfs` symlink to it."""
     staged = load(bundle_path, config_file)
     args = node_args(staged)
     own_rootfs = os.path.join(staged.path, "rootfs")
     same_root = os.path.realpath(own_rootfs) == os.path.realpath(staged.rootfs)
-    if not terminal and same_root and staged.own_config:
+    if not node_pty and same_root and staged.own_config:
         return NodeBundle(staged.path, args)
     os.makedirs(target_dir, mode=0o755, exist_ok=True)
     config = dict(staged.config)
@@ -204,7 +206,7 @@ def runnable_by_slurm(
         config["linux"] = {k: v for k, v in linux.items() if k != "cgroupsPath"}
     if isinstance(config.get("hooks"), dict):
         config["hooks"] = _hooks_for_nodes(config["hooks"])
-    if terminal:
+    if node_pty:
         mounts = [m for m in config.get("mounts", []) if m.get("destination") != "/dev/pts"]
         config["mounts"] = [*mounts, HOST_PTS_MOUNT]
     write_atomically(os.path.join(target_dir, "config.json"), leanjson.dumps(config))

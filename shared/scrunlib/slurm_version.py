@@ -13,6 +13,9 @@ from scrunlib.errors import SlurmError
 SlurmVersion = tuple[int, int, int]
 # The first release whose srun has --container-id (and exports SLURM_CONTAINER_ID).
 CONTAINER_ID_SINCE: SlurmVersion = (23, 2, 0)
+# The first release whose slurmstepd passes `srun --pty` on to the runtime as
+# process.terminal (22.05 forces it false and the task's own pty is the container's stdio).
+RUNTIME_TERMINAL_SINCE: SlurmVersion = (23, 2, 0)
 
 
 def parse_version(text: str) -> SlurmVersion:
@@ -38,3 +41,8 @@ def version_text(version: SlurmVersion) -> str:
 
 def supports_container_id(version: SlurmVersion) -> bool:
     return version >= CONTAINER_ID_SINCE
+
+
+def runtime_makes_terminal(version: SlurmVersion) -> bool:
+    """True when the node's runtime makes the container's pty itself (`srun --pty`)."""
+    return version >= RUNTIME_TERMINAL_SINCE

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from helpers import ON_DEBIAN13, wait_for
+from helpers import wait_for
 from users import IMAGE, REPO, User, assert_users_clean, errors, let_users_reach, pick_users
 
 if TYPE_CHECKING:
@@ -67,11 +67,6 @@ def test_exit_code_and_stdin(alice: User, clean: None) -> None:
     assert (done.returncode, done.stdout) == (0, "through stdin\n"), done.stderr
 
 
-@pytest.mark.skipif(
-    ON_DEBIAN13,
-    reason="Debian 13: Slurm 24.11 passes `srun --pty` on as process.terminal=true, and the "
-    "job user's rootless crun then fails: open `/dev/ptmx`: Permission denied (not yet solved)",
-)
 def test_tty(alice: User, clean: None) -> None:
     inner = "[ -t 0 ] && echo IN-TTY; [ -t 1 ] && echo OUT-TTY; echo T-OK"
     podman = shlex.join(

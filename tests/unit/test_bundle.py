@@ -97,9 +97,22 @@ def test_terminal_bundle_sees_the_nodes_ptys(tmp_path):
     config["mounts"] = [{"destination": "/dev/pts", "type": "devpts", "source": "devpts"}]
     path = write(tmp_path, config)
     target = tmp_path / "spool"
-    assert bundles.runnable_by_slurm(path, str(target), terminal=True).path == str(target)
+    assert bundles.runnable_by_slurm(path, str(target), node_pty=True).path == str(target)
     mounts = json.loads((target / "config.json").read_text())["mounts"]
     assert mounts == [bundles.HOST_PTS_MOUNT]
+
+
+def test_a_runtime_made_terminal_keeps_the_containers_own_ptys(tmp_path):
+    """Slurm 23.02+: the runtime makes the pty in the container's /dev/pts (the node's
+    ptmx is closed to a rootless runtime)."""
+    config = json.loads(json.dumps(GOOD))
+    config["root"]["path"] = str(tmp_path / "elsewhere")
+    config["process"]["terminal"] = True
+    devpts = {"destination": "/dev/pts", "type": "devpts", "source": "devpts"}
+    config["mounts"] = [devpts]
+    target = tmp_path / "spool"
+    assert bundles.runnable_by_slurm(write(tmp_path, config), str(target)).path == str(target)
+    assert json.loads((target / "config.json").read_text())["mounts"] == [devpts]
 
 
 def test_hooks_of_the_submitting_host_are_dropped(tmp_path):

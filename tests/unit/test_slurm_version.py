@@ -2,7 +2,12 @@
 
 import pytest
 from scrunlib.errors import SlurmError
-from scrunlib.slurm_version import parse_version, supports_container_id, version_text
+from scrunlib.slurm_version import (
+    parse_version,
+    runtime_makes_terminal,
+    supports_container_id,
+    version_text,
+)
 
 
 def test_version_text():
@@ -15,3 +20,8 @@ def test_parse_version_and_container_ids():
     with pytest.raises(SlurmError, match="cannot tell the Slurm version"):
         parse_version("slurm-wlm")
     assert not supports_container_id((22, 5, 8)) and supports_container_id((23, 2, 0))
+
+
+def test_the_runtime_makes_the_terminal_from_23_02():
+    assert not runtime_makes_terminal((22, 5, 8))
+    assert runtime_makes_terminal((23, 2, 0)) and runtime_makes_terminal((24, 11, 5))

@@ -35,7 +35,7 @@ from scrunlib.ownership import check_job_owner
 from scrunlib.phases import PhaseClock
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Allocation, Slurm, StepCommand, cluster_name, step_argv
-from scrunlib.slurm_version import SlurmVersion
+from scrunlib.slurm_version import SlurmVersion, runtime_makes_terminal
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status, process_start_time, shell_exit_code
 
@@ -160,7 +160,7 @@ class Creation:
             run_bundle = bundles.runnable_by_slurm(
                 state.bundle,
                 self.spool.bundle_dir,
-                terminal=self.bundle.terminal,
+                node_pty=self.bundle.terminal and not runtime_makes_terminal(version),
                 # not staged elsewhere: crun's --config file, when given, is what runs
                 config_file=self.bundle.config_file if state.bundle == self.bundle.path else None,
             )
