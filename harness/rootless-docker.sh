@@ -65,8 +65,15 @@ EOF
     as_user env DOCKERD_ROOTLESS_ROOTLESSKIT_NET=host DOCKERD_ROOTLESS_ROOTLESSKIT_PORT_DRIVER=none \
       setsid "$script" --config-file "$conf" --data-root "$data" --exec-root "$exec_root" \
       --pidfile "$exec_root.pid" -H "unix://$sock" </dev/null >"$D/log/rootless-docker-$user.log" 2>&1 &
-    wait_for 60 as_user /usr/bin/docker version \
-      || { tail -20 "$D/log/rootless-docker-$user.log" >&2; log "ERROR: rootless dockerd did not start"; exit 1; }
+    # `docker info`, not `docker version`: Debian 13's dockerd 26.1.5 under rootlesskit
+    # --net=host panics serving /version (nil pointer in fillRootlessVersion: rootlesskit
+    # reports no network or port driver), while everything else works
+    if ! wait_for 60 as_user /usr/bin/docker info; then
+      tail -20 "$D/log/rootless-docker-$user.log" >&2
+      # one that started but does not answer is stopped like any other (`down`)
+      if [ -s "$exec_root.pid" ]; then cp "$exec_root.pid" "$pidfile" && down; fi
+      log "ERROR: rootless dockerd did not start"; exit 1
+    fi
     # dockerd's own pid (rootlesskit makes no pid namespace): what `down` stops
     cp "$exec_root.pid" "$pidfile"
   fi

@@ -114,6 +114,12 @@ def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:
         "--export=NONE",
         "--container",
         step.bundle,
+        # The step's working directory on the node: the bundle, which the node reads anyway.
+        # srun's default, its own cwd, may exist only in the caller's mount namespace (rootless
+        # dockerd's shim runs in the bundle under rootlesskit's private /run), and Slurm 24.11
+        # fails a container step whose working directory the node lacks.
+        "--chdir",
+        step.bundle,
     ]
     if supports_container_id(version):
         argv += ["--container-id", step.container_id]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from helpers import ON_DEBIAN13, wait_for
+from helpers import wait_for
 from users import IMAGE, REPO, User, assert_users_clean, errors, pick_users
 
 if TYPE_CHECKING:
@@ -50,14 +50,6 @@ def _script(action: str, user: User, cluster: Cluster) -> subprocess.CompletedPr
         check=False,
         stdin=subprocess.DEVNULL,
     )
-
-
-# Debian 13's docker.io 26.1.5, rootless under rootlesskit with DOCKERD_ROOTLESS_ROOTLESSKIT_NET=
-# host (how harness/rootless-docker.sh starts it): dockerd panics (nil pointer in
-# fillRootlessVersion) serving every /version and /info request, so it never comes up.
-pytestmark = pytest.mark.skipif(
-    ON_DEBIAN13, reason="Debian 13: rootless dockerd 26.1.5 with rootlesskit net=host panics"
-)
 
 
 @pytest.fixture(scope="module")
