@@ -80,6 +80,13 @@ def last_line(text: str) -> str:
     return errors[-1] if errors else "(no output)"
 
 
+# The working directory of scrun's steps on the node (they use absolute paths only). srun's
+# default, its own cwd, may exist only in the caller's mount namespace (rootless dockerd's
+# shim runs in the bundle under rootlesskit's private /run). Slurm 24.11 then fails a
+# container step and prints "couldn't chdir" into a plain step's stderr (22.05: the reverse).
+NODE_CWD = "/"
+
+
 class StepCommand:
     """Everything that goes into the container's `srun` line."""
 
@@ -114,12 +121,7 @@ def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:
         "--export=NONE",
         "--container",
         step.bundle,
-        # The step's working directory on the node: the bundle, which the node reads anyway.
-        # srun's default, its own cwd, may exist only in the caller's mount namespace (rootless
-        # dockerd's shim runs in the bundle under rootlesskit's private /run), and Slurm 24.11
-        # fails a container step whose working directory the node lacks.
-        "--chdir",
-        step.bundle,
+        f"--chdir={NODE_CWD}",
     ]
     if supports_container_id(version):
         argv += ["--container-id", step.container_id]
@@ -135,7 +137,7 @@ def exec_argv(srun: str, job_id: int, node: str, command: str, *, pty: bool) -> 
     """`scrun exec`: one task on `node`, beside the container's step (--overlap), running
     `command` (the node's OCI runtime entering the container) under /bin/sh."""
     argv = [srun, "--jobid", str(job_id), "--job-name", "scrun-exec", "--quiet", "--overlap"]
-    argv += ["--nodes=1", "--ntasks=1", f"--nodelist={node}"]
+    argv += ["--nodes=1", "--ntasks=1", f"--nodelist={node}", f"--chdir={NODE_CWD}"]
     if pty:
         argv.append("--pty")
     return [*argv, "--", "/bin/sh", "-c", command]

@@ -124,6 +124,16 @@ def test_sigkill_gives_137(docker: RootlessDocker, name: str, clean: None) -> No
     assert waited.stdout.strip() == "137", (waited.stdout, waited.stderr)
 
 
+def test_exec(docker: RootlessDocker, name: str, clean: None) -> None:
+    """The exec step runs on the node, although the shim's working directory (under
+    rootlesskit's private /run) is not there: no complaint about it in the output."""
+    assert docker.run("-d", "--name", name, IMAGE, "sleep", "300").returncode == 0
+    done = docker("exec", name, "echo", "in")
+    assert (done.returncode, done.stdout) == (0, "in\n"), done.stderr
+    assert errors(done.stderr) == []
+    assert docker("rm", "-f", name).returncode == 0
+
+
 def test_eight_at_once(docker: RootlessDocker, clean: None) -> None:
     def one(index: int) -> tuple[int, str]:
         done = docker.run("--rm", "-e", f"I={index}", IMAGE, "sh", "-c", "echo n$I")

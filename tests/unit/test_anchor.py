@@ -183,8 +183,7 @@ def created(fp, site, spool, bundle) -> Iterator[Container]:
 
 def step_argv(site: Site, bundle: Path) -> list[str]:
     return [site.tool("srun"), "--jobid", str(JOB), "--job-name", "scrun", "--quiet",
-            "--export=NONE", "--container", str(bundle), "--chdir", str(bundle),
-            "--", "true"]  # fmt: skip
+            "--export=NONE", "--container", str(bundle), "--chdir=/", "--", "true"]  # fmt: skip
 
 
 def test_start_launches_the_step(fp, site, spool, bundle, created) -> None:

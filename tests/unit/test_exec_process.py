@@ -90,6 +90,7 @@ def test_exec_step_runs_one_task_beside_the_container():
     argv = exec_argv("/usr/bin/srun", 42, "n1", "crun exec x true", pty=True)
     assert argv[:3] == ["/usr/bin/srun", "--jobid", "42"]
     assert {"--overlap", "--nodes=1", "--ntasks=1", "--nodelist=n1", "--pty"} <= set(argv)
+    assert "--chdir=/" in argv  # srun's own cwd may not be on the node
     assert argv[-4:] == ["--", "/bin/sh", "-c", "crun exec x true"]
     assert "--pty" not in exec_argv("/usr/bin/srun", 42, "n1", "c", pty=False)
 

@@ -35,7 +35,7 @@ def test_step_on_22_05_has_no_container_id():
     assert "--container-id" not in " ".join(argv)
     assert argv[:3] == ["/usr/bin/srun", "--jobid", "5"]
     assert argv[argv.index("--container") + 1] == "/b"
-    assert argv[argv.index("--chdir") + 1] == "/b"  # srun's own cwd may not be on the node
+    assert "--chdir=/" in argv  # srun's own cwd may not be on the node
     assert argv[argv.index("--") :] == ["--", "sh", "-c", "x y"]
 
 
