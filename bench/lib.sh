@@ -7,13 +7,15 @@ SPOOL_ROOT="${XDG_RUNTIME_DIR:-/run/user/$(id -u)}/scrun"
 # VmRSS of a pid in kB.
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
-# Print what the runs whose container ids are in the files "$@" left behind, and fail if
-# anything: a spool directory, a process of ours, a job of the private cluster.
+# Print what scrun left behind, and fail if anything: a spool directory of a container
+# podman no longer knows, a process of ours, a job of the private cluster. (Not by the runs'
+# --cidfile: podman 5 removes that file with the container.)
 nothing_left() {
-  local left=0 id
-  for file in "$@"; do
-    id="$(cat "$file")"
-    if [ -e "$SPOOL_ROOT/$id" ]; then echo "left: spool directory of $id"; left=1; fi
+  local left=0 dir
+  for dir in "$SPOOL_ROOT"/*/; do
+    [ -d "$dir" ] || continue
+    podman container exists "$(basename "$dir")" && continue
+    echo "left: spool directory $dir"; left=1
   done
   if pgrep -f "$VENV_BIN/scrun" >/dev/null; then
     echo "left: scrun processes $(pgrep -f "$VENV_BIN/scrun" | tr '\n' ' ')"; left=1

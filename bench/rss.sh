@@ -12,8 +12,7 @@ anchors_rss() {
   local prefix="$1" count="$2" i
   for i in $(seq "$count"); do
     echo "$prefix-$i" >"$out/name.$prefix-$i"
-    podman --runtime scrun run -d --name "$prefix-$i" --cidfile "$out/cid.$prefix-$i" \
-      localhost/busybox sleep 600 >/dev/null &
+    podman --runtime scrun run -d --name "$prefix-$i" localhost/busybox sleep 600 >/dev/null &
   done
   wait
   for i in $(seq "$count"); do rss_kb "$(podman inspect -f '{{.State.Pid}}' "$prefix-$i")"; done
@@ -25,9 +24,9 @@ summary() { sort -n | awk '{v[NR]=$1; s+=$1} END {printf "min %.1f MB, median %.
 
 first="$(anchors_rss before 1)"
 for i in $(seq 50); do
-  podman --runtime scrun run --rm --cidfile "$out/cid.seq-$i" localhost/busybox true
+  podman --runtime scrun run --rm localhost/busybox true
 done
 after="$(anchors_rss after 1)"
 echo "anchor RSS, one container: $((first / 1024)).$((first % 1024 * 10 / 1024)) MB before 50 sequential runs, $((after / 1024)).$((after % 1024 * 10 / 1024)) MB after"
 echo "anchor RSS, 16 containers at once: $(anchors_rss together 16 | summary)"
-nothing_left "$out"/cid.*
+nothing_left
