@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+from helpers import cmdline, from_other_checkout, is_this_checkouts_anchor
 from scrunlib.slurm import tagged_container
 
 REPO = Path(__file__).resolve().parents[2]
@@ -237,30 +238,6 @@ def spool_roots(env: Mapping[str, str]) -> list[Path]:
     return list(dict.fromkeys(roots))
 
 
-def _is_anchor(argv: list[str]) -> bool:
-    """An anchor is a forked `scrun create` (`[python] .../scrun [OPTIONS] create ...`), or
-    the `scrun-anchor` command run by hand."""
-    program = [os.path.basename(arg) for arg in argv[:2]]
-    if "scrun-anchor" in program:
-        return True
-    return "scrun" in program and "create" in argv
-
-
-def _cmdline(pid: int | str) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None  # gone meanwhile, or a kernel thread
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def _other_checkout(argv: list[str]) -> bool:
-    """A process started from another checkout's venv: several checkouts (each with its own
-    cluster) may run their suites on one machine at once, sharing root's default spool
-    root; what their containers leave is theirs to check."""
-    return not any(str(REPO) in arg for arg in argv[:3])
-
-
 def anchor_processes() -> list[str]:
     """`pid: command line` of every scrun-anchor process of this checkout in this mount
     namespace (the machine's; inside the Debian 13 root, the root's)."""
@@ -274,8 +251,8 @@ def anchor_processes() -> list[str]:
                 continue
         except OSError:
             continue  # gone meanwhile
-        argv = _cmdline(proc.name)
-        if argv and _is_anchor(argv) and not _other_checkout(argv):
+        argv = cmdline(proc.name)
+        if argv and is_this_checkouts_anchor(argv):
             found.append(f"{proc.name}: {' '.join(argv)}")
     return found
 
@@ -287,8 +264,8 @@ def _spool_dir_of_other_checkout(container_dir: Path) -> bool:
         pid = json.loads((container_dir / "state.json").read_text())["anchor_pid"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    argv = _cmdline(pid) if isinstance(pid, int) else None
-    return argv is not None and _other_checkout(argv)
+    argv = cmdline(pid) if isinstance(pid, int) else None
+    return argv is not None and from_other_checkout(argv)
 
 
 def leftovers(env: Mapping[str, str]) -> list[str]:

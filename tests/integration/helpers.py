@@ -7,9 +7,12 @@ import os
 import select
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[2]
 
 # The Debian 13 root's tests (harness/debian13/ sets it): Slurm 24.11, podman 5.4, docker 26.1.
 ON_DEBIAN13 = os.environ.get("SCRUN_PLATFORM") == "debian13"
@@ -70,3 +73,28 @@ def type_into_terminal(
         _, status = os.waitpid(pid, 0)
         os.close(terminal)
     return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
+
+
+def cmdline(pid: int | str) -> list[str] | None:
+    """A process's argv; None when it is gone (or a kernel thread)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def from_other_checkout(argv: list[str]) -> bool:
+    """A process started from another checkout's venv: several checkouts (each with its own
+    cluster) may run their suites on one machine at once, sharing the default spool roots;
+    what their containers leave is theirs to check."""
+    return not any(str(REPO) in arg for arg in argv[:3])
+
+
+def is_this_checkouts_anchor(argv: list[str]) -> bool:
+    """An anchor of this checkout: a forked `scrun create` (`[python] .../scrun [OPTIONS]
+    create ...`), or the `scrun-anchor` command run by hand."""
+    if from_other_checkout(argv):
+        return False
+    program = [os.path.basename(arg) for arg in argv[:2]]
+    return "scrun-anchor" in program or ("scrun" in program and "create" in argv)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import cmdline, is_this_checkouts_anchor
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/busybox"
@@ -87,17 +88,17 @@ def errors(text: str) -> list[str]:
 
 
 def anchors_of(uid: int) -> list[str]:
-    """`pid: command line` of this user's scrun-anchor processes."""
+    """`pid: command line` of this user's anchors (of this checkout's scrun)."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
             status = (proc / "status").read_text()
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue  # not a process, or gone meanwhile
         real_uid = next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:"))
-        if int(real_uid) == uid and any(arg.endswith(b"/scrun-anchor") for arg in argv[:2]):
-            found.append(f"{proc.name}: {b' '.join(argv).decode(errors='replace')}")
+        argv = cmdline(proc.name) if int(real_uid) == uid else None
+        if argv and is_this_checkouts_anchor(argv):
+            found.append(f"{proc.name}: {' '.join(argv)}")
     return found
 
 
