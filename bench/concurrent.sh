@@ -13,7 +13,7 @@ wall() {
   start="$(date +%s.%N)"
   for _ in $(seq "$count"); do
     if [ "$runtime" = srun ]; then
-      srun --container "$SCRUN_TEST_BUNDLE" true &
+      srun --container "$BENCH_BUNDLE" true &
     else
       podman --runtime "$runtime" run --rm localhost/busybox true &
     fi

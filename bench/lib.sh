@@ -1,6 +1,13 @@
 # shellcheck shell=bash
-# bench/lib.sh -- sourced by the bench scripts: the private cluster's checks they share.
+# bench/lib.sh -- sourced by the bench scripts: the private cluster's environment and checks.
 : "${CONTAINERS_CONF:?run through make bench, or eval \"\$(make -s env)\" first}"
+# The bundle `srun --container` runs directly (the harness's), kept under a name of its own:
+# the harness's SCRUN_* variables (platform, test users, paths) are no user's, and podman 5
+# passes its environment on to the runtime, where scrun would note each as an unknown
+# variable. No runtime in the bench gets them.
+BENCH_BUNDLE="${BENCH_BUNDLE:-${SCRUN_TEST_BUNDLE:?run through make bench}}"
+export BENCH_BUNDLE
+for variable in $(compgen -v SCRUN_); do unset "$variable"; done
 VENV_BIN="$(dirname "$(command -v scrun)")"   # this venv's scrun processes, not others'
 SPOOL_ROOT="${XDG_RUNTIME_DIR:-/run/user/$(id -u)}/scrun"
 

@@ -7,7 +7,7 @@
 #   3. the anchor's resident memory while its container runs   (target: <= 15 MB)
 #   4-7. bench/rss.sh, concurrent.sh, throughput.sh, overhead.sh (see each)
 set -euo pipefail
-: "${CONTAINERS_CONF:?run through make bench, or eval \"\$(make -s env)\" first}"
+. "$(dirname "$0")/lib.sh"  # the cluster's environment, without the harness's SCRUN_*
 RUNS="${BENCH_RUNS:-20}"
 out="$(mktemp -d)"
 trap 'podman rm -f -t 0 scrun-bench >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
@@ -30,7 +30,7 @@ echo "== 2. a whole container run, side by side"
 hyperfine -N -w 2 -r "$RUNS" --export-json "$out/run.json" \
   "podman --runtime scrun run --rm localhost/busybox true" \
   "podman --runtime crun run --rm localhost/busybox true" \
-  "srun --container $SCRUN_TEST_BUNDLE true" | grep -E "Benchmark|Time|Range"
+  "srun --container $BENCH_BUNDLE true" | grep -E "Benchmark|Time|Range"
 
 python3 - "$out" <<'PY'
 import json, statistics, sys

@@ -10,10 +10,10 @@ trap 'rm -rf "$out"' EXIT
 gib='head -c 1073741824 /dev/zero'
 
 podman --runtime scrun run --rm localhost/busybox sh -c "$gib" | wc -c | grep -qx 1073741824
-srun --container "$SCRUN_TEST_BUNDLE" sh -c "$gib" | wc -c | grep -qx 1073741824
+srun --container "$BENCH_BUNDLE" sh -c "$gib" | wc -c | grep -qx 1073741824
 hyperfine -N -r "$RUNS" --export-json "$out/gib.json" \
   "bash -c 'podman --runtime scrun run --rm localhost/busybox sh -c \"$gib\" >/dev/null'" \
-  "bash -c 'srun --container $SCRUN_TEST_BUNDLE sh -c \"$gib\" >/dev/null'" | grep -E "Benchmark|Time"
+  "bash -c 'srun --container $BENCH_BUNDLE sh -c \"$gib\" >/dev/null'" | grep -E "Benchmark|Time"
 python3 - "$out/gib.json" <<'PY'
 import json, statistics, sys
 scrun, srun = (statistics.median(r["times"]) for r in json.load(open(sys.argv[1]))["results"])

@@ -15,11 +15,7 @@
 # SLURM_CONF, so srun reads /etc/slurm/slurm.conf: the script links it to this cluster's
 # slurm.conf when there is none (the Debian 13 root), and refuses to replace another one.
 set -euo pipefail
-: "${CONTAINERS_CONF:?run through make bench, or eval \"\$(make -s env)\" first}"
-# The harness's own SCRUN_* variables (platform, test users, paths) are no user's: podman 5
-# passes its environment on to the runtime, where ours would log each as an unknown
-# variable (~45 ms per create). Neither runtime gets them.
-for variable in $(compgen -v SCRUN_); do unset "$variable"; done
+. "$(dirname "$0")/lib.sh"  # the cluster's environment, without the harness's SCRUN_*
 UPSTREAM="${UPSTREAM_SCRUN:-/usr/bin/scrun}"
 RUNS="${BENCH_RUNS:-20}"
 LIMIT="${BENCH_TIMEOUT:-5}"
