@@ -78,10 +78,9 @@ class Launch:
         self.pid_file, self.console_socket = pid_file, console_socket
         self.slurm_conf, self.config_file = slurm_conf, config_file
 
-    def argv(self, command: Sequence[str]) -> list[str]:
-        """`command` (the anchor program) with the options OPTIONS parses."""
+    def argv(self) -> list[str]:
+        """The anchor's command line after its program name: what OPTIONS parses."""
         argv = [
-            *command,
             "--root",
             self.root,
             "--bundle",

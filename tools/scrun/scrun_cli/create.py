@@ -126,7 +126,7 @@ def _launch_anchor(
         pid_file=pid_file,
         console_socket=os.path.abspath(console_socket) if console_socket else None,
         slurm_conf=ctx.slurm_conf_option,
-    ).argv([])
+    ).argv()
     pid = os.fork()
     if pid == 0:  # the anchor: keeps our stdio, which is the container's
         os.close(read_end)
