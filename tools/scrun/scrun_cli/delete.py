@@ -82,7 +82,7 @@ def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) 
             pending.run(ctx.site)
     if state.job_id is None or state.job_ended:
         return
-    from scrunlib.slurm import Slurm  # only on this fault path: plumbum is not cheap
+    from scrunlib.slurm import Slurm  # only on this fault path: subprocess, re, enum (~15 ms)
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
     slurm.end_container_job(
