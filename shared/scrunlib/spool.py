@@ -38,6 +38,7 @@ _MAX_SOCKET_PATH = 100
 
 
 SITE_CONFIG_CACHE = ".site-config"
+SLURM_VERSION_CACHE = ".slurm-version"
 
 
 def validate_id(container_id: str) -> str:

@@ -36,7 +36,7 @@ from scrunlib.phases import PhaseClock
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Allocation, Slurm, StepCommand, cluster_name, step_argv
 from scrunlib.slurm_version import SlurmVersion, runtime_makes_terminal
-from scrunlib.spool import Spool
+from scrunlib.spool import SLURM_VERSION_CACHE, Spool
 from scrunlib.state import ContainerState, Status, process_start_time, shell_exit_code
 
 from scrun_anchor.staging import ContainerStaging, load_stager
@@ -90,7 +90,7 @@ class Creation:
         self.clock.start("parse", at=parse_started)
         self.environ = job_options.merge_environment(dict(os.environ), self.bundle.env)
         self.slurm_conf = site.slurm_conf_path(slurm_conf_option, self.environ)
-        version_cache = os.path.join(spool.root, ".slurm-version")
+        version_cache = os.path.join(spool.root, SLURM_VERSION_CACHE)
         self.slurm = Slurm(site, self.slurm_conf, version_cache=version_cache)
 
     def create(self) -> Container:
