@@ -1,7 +1,8 @@
 """Slurm release numbers: what the runtime checks options and flags against.
 
 Standard library only, so that the option table and the job environment can ask "is this
-Slurm new enough?" without loading the command layer (scrunlib.slurm, plumbum).
+Slurm new enough?" without loading the command layer
+(scrunlib.slurm: subprocess, signal, the site configuration).
 """
 
 from __future__ import annotations
