@@ -88,7 +88,8 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     if status != Status.RUNNING or state.job_id is None:
         raise StateError(f"container {container_id!r} is {status}: cannot exec")
 
-    from scrunlib.slurm import Slurm, exec_argv  # plumbum: not on the other commands' path
+    # only here: subprocess and re, and plumbum once step_nodes runs, are no other command's cost
+    from scrunlib.slurm import Slurm, exec_argv
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
     steps = slurm.step_ids(state.job_id, state.step_name)
