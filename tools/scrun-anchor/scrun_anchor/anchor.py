@@ -36,7 +36,7 @@ from scrunlib.phases import PhaseClock
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Allocation, Slurm, StepCommand, cluster_name, step_argv
 from scrunlib.slurm_version import SlurmVersion, runtime_makes_terminal
-from scrunlib.spool import SLURM_VERSION_CACHE, Spool
+from scrunlib.spool import SLURM_VERSION_CACHE, Spool, dir_name
 from scrunlib.state import ContainerState, Status, process_start_time, shell_exit_code
 
 from scrun_anchor.staging import ContainerStaging, load_stager
@@ -193,7 +193,7 @@ class Creation:
         if request.existing_job_id is not None:
             job_id = state.job_id = request.existing_job_id
             state.existing_job = True
-            state.step_name = f"scrun-{self.spool.path.rsplit('/', 1)[-1]}"
+            state.step_name = f"scrun-{dir_name(state.id)}"
             undo.callback(_end_job, self.slurm, state, job_id)
             record = self.slurm.job_record(job_id)
             check_job_owner(job_id, record)
