@@ -13,7 +13,7 @@ import sys
 
 from scrunlib import log
 from scrunlib.errors import ScrunError, UsageError
-from scrunlib.log import LogSettings, parse_level
+from scrunlib.log import DEBUG, LogSettings
 from scrunlib.options import HelpRequested, Opt, parse, usage_text
 from scrunlib.ownership import restrict_umask
 
@@ -107,10 +107,9 @@ def _normalise_rootless(argv: list[str]) -> list[str]:
 def _context(values: dict[str, Any]) -> CommandContext:
     environ = dict(os.environ)
     settings = LogSettings.from_env(environ)
-    settings.stderr += int(values.get("verbose", 0) or 0)
-    settings.stderr = min(settings.stderr, 9)
+    settings.stderr = min(settings.stderr + values.get("verbose", 0), 9)  # each -v: one level
     if values.get("debug"):
-        settings.stderr = max(settings.stderr, parse_level("debug", "--debug"))
+        settings.stderr = max(settings.stderr, DEBUG)
     log_format = str(values.get("log-format") or "json").lower()
     if log_format not in ("json", "text"):
         raise UsageError(f"unknown log format {log_format!r}: expected json or text")
