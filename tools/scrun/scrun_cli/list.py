@@ -8,7 +8,7 @@ import os
 import sys
 
 from scrunlib import log
-from scrunlib.errors import ScrunError, UsageError
+from scrunlib.errors import ScrunError, UsageError, reason
 from scrunlib.options import Opt, parse, usage_text
 from scrunlib.state import ContainerState
 
@@ -40,12 +40,12 @@ def containers(root: str) -> list[ContainerState]:
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise ScrunError(f"cannot read runtime root {root}: {exc.strerror}") from exc
+        raise ScrunError(f"cannot read runtime root {root}: {reason(exc)}") from exc
     found = []
     for name in names:
         path = os.path.join(root, name, "state.json")
         if not os.path.isfile(path):
-            continue  # .slurm-version, or a spool dir being removed
+            continue  # a cache file (.slurm-version, .site-config), or a spool dir being removed
         try:
             found.append(ContainerState.load_file(path, name))
         except ScrunError as exc:
