@@ -70,7 +70,7 @@ def stop_anchor(ctx: CommandContext, state: ContainerState) -> None:
 def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
     """After an anchor died without cleaning up: end our step's srun, stage out (while the
     job still runs, as the anchor would have), end our job."""
-    if process_alive(state.step_pid, state.step_start_time) and state.step_pid:
+    if state.step_pid and process_alive(state.step_pid, state.step_start_time):
         from signal import SIGKILL
 
         os.kill(state.step_pid, SIGKILL)
