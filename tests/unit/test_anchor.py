@@ -131,6 +131,24 @@ def test_a_refused_allocation_leaves_no_socket(fp, site, spool, bundle) -> None:
     assert fp.call_count([site.tool("scancel"), fp.any()]) == 0  # there is no job to end
 
 
+def test_a_refused_allocation_names_the_job_options_asked_for(
+    fp, site, spool, bundle, monkeypatch
+) -> None:
+    monkeypatch.setenv("SCRUN_PARTITION", "nope")
+    monkeypatch.setenv("SCRUN_JOB_NAME", "named")  # not an allocation option: not named
+    fp.register([site.tool("srun"), "--version"], stdout="slurm 22.05.8\n")
+    (site.bin / "salloc").write_text(
+        "#!/bin/sh\necho 'salloc: error: Invalid partition name specified' >&2\nexit 1\n"
+    )
+    fp.allow_unregistered(True)
+    with pytest.raises(SlurmError) as refused:
+        creation(site, spool, bundle).create()
+    assert refused.value.message == (
+        "allocation refused: salloc: error: Invalid partition name specified "
+        "(job options: SCRUN_PARTITION=nope)"
+    )
+
+
 @pytest.fixture(autouse=True)
 def quick_reap(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake salloc never learns of a (faked) scancel: kill it at once."""
