@@ -584,11 +584,16 @@ def job_request(env: Mapping[str, str], slurm_version: SlurmVersion) -> JobReque
     allocation_args = tuple(_argv(options[_A]))
     ignored: tuple[str, ...] = ()
     if existing_job_id is not None:
-        ignored = tuple(v.name for v in VARIABLES if v.target is _A and v.name in env)
+        ignored = allocation_variables(env)
         allocation_args = ()
     return JobRequest(
         job_name, allocation_args, tuple(_argv(options[_S])), existing_job_id, ignored
     )
+
+
+def allocation_variables(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The names of the allocation's (salloc's) variables set in `env`, in table order."""
+    return tuple(v.name for v in VARIABLES if v.target is _A and v.name in env)
 
 
 def _existing_job_id(text: str) -> int | None:

@@ -206,11 +206,8 @@ class Creation:
         try:
             allocation = self.slurm.allocate(request.job_name, state.id, request.allocation_args)
         except SlurmError as exc:
-            asked = [
-                f"{v.name}={self.environ[v.name]}"
-                for v in job_options.VARIABLES
-                if v.target is job_options.Target.ALLOCATION and v.name in self.environ
-            ]
+            variables = job_options.allocation_variables(self.environ)
+            asked = [f"{name}={self.environ[name]}" for name in variables]
             if not asked:
                 raise
             raise SlurmError(f"{exc.message} (job options: {', '.join(asked)})") from exc
