@@ -56,19 +56,20 @@ USAGE = usage_text(
 def create_container(
     ctx: CommandContext,
     container_id: str,
-    bundle_path: str | None,
-    pid_file: str | None,
-    console_socket: str | None,
-    config_file: str | None = None,
+    values: dict[str, Any],
     *,
     foreground: bool = False,
 ) -> int:
-    """Everything `create` does; returns the anchor's pid once the container is created.
-    `bundle_path` None means the current directory (scrun.lua is told it was not given).
-    `foreground`: `scrun run` waits for the container, so with a terminal and no console
-    socket the caller's terminal (stdin) becomes the container's, as crun does."""
+    """Everything `create` does, with the OPTIONS values `create` and `run` share; returns
+    the anchor's pid once the container is created. No --bundle means the current directory
+    (scrun.lua is told it was not given). `foreground`: `scrun run` waits for the container,
+    so with a terminal and no console socket the caller's terminal (stdin) becomes the
+    container's, as crun does."""
+    bundle_path: str | None = values.get("bundle")
+    pid_file: str | None = values.get("pid-file")
+    console_socket: str | None = values.get("console-socket")
     spool = ctx.spool(container_id)
-    bundle = bundles.load(bundle_path or os.getcwd(), config_file)
+    bundle = bundles.load(bundle_path or os.getcwd(), values.get("config"))
     if bundle.terminal and not console_socket:
         if not foreground:
             raise InvalidInput(
@@ -157,23 +158,8 @@ def _become_anchor(options: list[str]) -> NoReturn:
     os._exit(code)
 
 
-def create_from_options(
-    ctx: CommandContext, container_id: str, values: dict[str, Any], *, foreground: bool = False
-) -> int:
-    """create_container with the options `create` and `run` share (OPTIONS)."""
-    return create_container(
-        ctx,
-        container_id,
-        values.get("bundle"),
-        values.get("pid-file"),
-        values.get("console-socket"),
-        values.get("config"),
-        foreground=foreground,
-    )
-
-
 def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="create")
     (container_id,) = one_id(words, "create")
-    create_from_options(ctx, container_id, values)
+    create_container(ctx, container_id, values)
     return 0

@@ -49,9 +49,7 @@ def _start(ctx: CommandContext, spool: Spool) -> None:
 def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="run")
     (container_id,) = one_id(words, "run")
-    anchor = create.create_from_options(
-        ctx, container_id, values, foreground=not values.get("detach")
-    )
+    anchor = create.create_container(ctx, container_id, values, foreground=not values.get("detach"))
     spool = ctx.spool(container_id)
     if values.get("detach"):
         _start(ctx, spool)
