@@ -6,8 +6,9 @@ Two ways to run them, both bounded by a timeout that becomes a SlurmError:
   directly: it sits on the paths podman and docker wait for (create, kill, stop), and the
   anchor lives as long as its container, so it must neither wait for plumbum's import
   (35–80 ms: urllib, http.client, email, ssl, a `uname -p`) nor carry its ~13 MB;
-- the rest (`squeue` lookups of `scrun exec` and of cleaning up after an interrupted
-  create) is composed and run with plumbum, imported on first use.
+- the rest (the `squeue` and `scontrol show hostnames` that find the node `scrun exec`
+  enters, the `squeue` that finds the jobs of a salloc interrupted while pending) is
+  composed and run with plumbum, imported on first use.
 
 Everything version-specific lives here: Slurm 22.05 (Debian 12) has no `--container-id`
 and runs at most one task per node in a container step; 23.02+ tags the step with the
