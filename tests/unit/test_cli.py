@@ -5,6 +5,7 @@ import json
 import pytest
 from scrun_cli.kill import parse_signal
 from scrun_cli.main import main
+from scrunlib import log
 from scrunlib.errors import InvalidInput
 
 
@@ -81,6 +82,25 @@ def test_log_file_is_created_even_on_success(root, tmp_path):
     assert main(["--log", str(log_file), "--log-format", "json", "delete", "-f", "x"]) == 0
     assert log_file.exists()
     assert log_file.read_text() == ""
+
+
+@pytest.mark.parametrize(
+    ("options", "level"),
+    [
+        ([], 3),
+        (["-v"], 4),
+        (["-vv", "-v"], 6),
+        (["-v"] * 12, 9),
+        (["--debug"], 5),
+        (["-vvv", "--debug"], 6),
+    ],
+)
+def test_verbose_and_debug_raise_the_stderr_level(root, options, level):
+    try:
+        assert main([*options, "delete", "--force", "never"]) == 0
+        assert log.settings().stderr == level
+    finally:
+        log.configure(log.LogSettings())
 
 
 def test_invalid_debug_variable_names_it(root, monkeypatch, capsys):
