@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 from scrunlib.errors import UsageError
-from scrunlib.options import HELP, HelpRequested, Opt, parse
+from scrunlib.options import HelpRequested, Opt, parse
 
 OPTIONS = (
     Opt("root", value=True),
@@ -70,4 +70,3 @@ def test_help_anywhere_among_options():
     with pytest.raises(HelpRequested) as asked:
         parse(["--debug", "-h"], OPTIONS, "the usage")
     assert asked.value.text == "the usage"
-    assert HELP.long == "help"
