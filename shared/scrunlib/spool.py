@@ -4,7 +4,8 @@ Layout of `<root>/<container dir>/`:
   state.json     the container state, replaced atomically at every transition
   anchor.sock    the anchor's control socket (gone once the anchor has exited)
   anchor.log     the anchor's own log (text), so nothing lands in the container's stdio
-  bundle/        the bundle Slurm 22.05 can run (config.json + a `rootfs` link), when needed
+  bundle/        the bundle slurmd runs (config.json + a `rootfs` link), when the given one
+                 will not do as it is (scrunlib.bundle.runnable_by_slurm)
   stage.json     what scrun.lua's stage-out needs, from stage-in until stage-out has run
 
 The root also holds per-user caches (scrunlib.filecache), dot files that no container id
