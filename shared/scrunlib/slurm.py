@@ -258,17 +258,11 @@ def cluster_name(slurm_conf: str) -> str:
 class Slurm:
     """Runs Slurm commands for one slurm.conf, found without relying on PATH."""
 
-    def __init__(
-        self,
-        site: SiteConfig,
-        slurm_conf: str,
-        environ: Mapping[str, str] | None = None,
-        version_cache: str | None = None,
-    ):
+    def __init__(self, site: SiteConfig, slurm_conf: str, version_cache: str | None = None):
         self.site = site
         self.slurm_conf = slurm_conf
-        self.env = dict(environ or {})
-        self.env["SLURM_CONF"] = slurm_conf
+        # what every command gets on top of our environment
+        self.env = {"SLURM_CONF": slurm_conf}
         self.version_cache = version_cache
         self._version: SlurmVersion | None = None
 

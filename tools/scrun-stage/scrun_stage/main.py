@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> Report:
     start = time.monotonic()
     stager = Stager.for_slurm(script, slurm_conf=slurm_conf, timeout=timeout)
     load_seconds = time.monotonic() - start
-    slurm = Slurm(site, slurm_conf, os.environ)
+    slurm = Slurm(site, slurm_conf)
     allocated = job_id is None
     if job_id is None:
         job_id = slurm.allocate("scrun-stage", container_id, args.salloc_arg).job_id
