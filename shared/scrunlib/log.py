@@ -144,13 +144,9 @@ def settings() -> LogSettings:
     return _settings
 
 
-def enabled(level: int) -> bool:
-    return 0 < level <= _settings.threshold
-
-
 def log(level: int, message: str) -> None:
     """Write `message` at Slurm `level` to every output whose threshold admits it."""
-    if not enabled(level):
+    if not 0 < level <= _settings.threshold:
         return
     if _settings.threshold < VERBOSE:  # the default levels: a few lines, no loguru
         from datetime import datetime
