@@ -256,5 +256,25 @@ def test_kill_before_start_ends_the_container(fp, site, spool, created) -> None:
     assert job_status(site) == "143"  # the holder killed itself with SIGTERM
 
 
+def test_a_joined_job_runs_a_step_of_its_own_and_is_not_ended(
+    fp, site, spool, bundle, monkeypatch
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", str(JOB))
+    fp.register([site.tool("srun"), "--version"], stdout="slurm 22.05.8\n")
+    fp.register(
+        [site.tool("scontrol"), "-o", "show", "job", str(JOB)],
+        stdout=f"{RUNNING} UserId=me({os.getuid()})\n",
+    )
+    container = creation(site, spool, bundle).create()
+    state = saved(spool)
+    assert (state.existing_job, state.step_name) == (True, "scrun-c1")
+    assert fp.call_count([site.tool("salloc"), fp.any()]) == 0
+    fp.register([site.tool("squeue"), fp.any()], stdout=f"{JOB}.4 scrun-c1\n{JOB}.0 other\n")
+    fp.register([site.tool("scancel"), "--quiet", f"{JOB}.4"])
+    assert container.stop() == 0
+    assert fp.call_count([site.tool("scancel"), "--quiet", f"{JOB}.4"]) == 1
+    assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 0  # not ours to end
+
+
 def test_unknown_requests_are_refused(created) -> None:
     assert created.handle({"op": "pause"}) == {"ok": False, "error": "unknown request 'pause'"}
