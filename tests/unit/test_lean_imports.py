@@ -58,9 +58,9 @@ def test_default_levels_do_not_import_loguru():
     assert "loguru" in modules_after(debug)
 
 
-def test_start_and_delete_import_no_more_than_state():
-    """podman runs both for every container; `kill` shares start's protocol client."""
-    for command in ("start", "delete"):
+def test_start_kill_and_delete_import_no_more_than_state():
+    """podman runs them for every container it starts and stops."""
+    for command in ("start", "kill", "delete"):
         extra = modules_after(f"import scrun_cli.main, scrun_cli.{command}")
         assert {
             name
