@@ -128,7 +128,17 @@ def test_help_and_usage_go_to_stdout(root, capsys):
 
 @pytest.mark.parametrize(
     ("text", "number"),
-    [("15", 15), ("9", 9), ("KILL", 9), ("SIGKILL", 9), ("sigusr1", 10), ("kill", 9), ("HUP", 1)],
+    [
+        ("15", 15),
+        ("9", 9),
+        ("64", 64),
+        ("KILL", 9),
+        ("SIGKILL", 9),
+        ("sigusr1", 10),
+        ("kill", 9),
+        ("HUP", 1),
+        ("RTMAX", 64),
+    ],
 )
 def test_signal_names_and_numbers(text, number):
     assert parse_signal(text) == number
@@ -138,7 +148,7 @@ def test_kills_signal_numbers_are_the_signal_modules():
     assert (kill.SIGRTMAX, kill.SIGTERM) == (signal.SIGRTMAX, signal.SIGTERM)
 
 
-@pytest.mark.parametrize("text", ["0", "999", "SIGNOPE", "-9", ""])
+@pytest.mark.parametrize("text", ["0", "65", "999", "SIGNOPE", "-9", ""])
 def test_bad_signals(text):
     with pytest.raises(InvalidInput):
         parse_signal(text)

@@ -26,9 +26,8 @@ if TYPE_CHECKING:
 
 USAGE = usage_text(
     "scrun-anchor --root DIR --bundle DIR [OPTIONS] CONTAINER-ID",
-    "The per-container process behind `scrun create` (internal: started by scrun, one per\n"
-    "container; its exit status is the container's). getopt, not argparse: it starts on\n"
-    "every container's critical path.",
+    "The per-container process behind `scrun create` (internal: scrun starts one per\n"
+    "container; it holds the container's Slurm job, and its exit status is the container's).",
     OPTIONS,
 )
 

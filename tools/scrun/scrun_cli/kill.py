@@ -31,7 +31,7 @@ def parse_signal(text: str) -> int:
     word = text.strip()
     if word.isdigit():
         number = int(word)
-        if 1 <= number < SIGRTMAX:
+        if 1 <= number <= SIGRTMAX:
             return number
         raise InvalidInput(f"invalid signal {text!r}: out of range")
     import signal
