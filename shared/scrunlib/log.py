@@ -124,13 +124,14 @@ class LogSettings:
 
 _settings = LogSettings()
 _logger: Any = None  # loguru's logger, once configured
+_writers: list[tuple[int, Writer]] | None = None  # the outputs' writers, once made
 
 
 def configure(settings: LogSettings) -> None:
     """Install `settings`. The --log file is created at once: clients expect it to exist."""
-    global _settings, _logger
+    global _settings, _logger, _writers
     _settings = settings
-    _logger = None
+    _logger = _writers = None
     if settings.log_file:
         try:
             with open(settings.log_file, "a", encoding="utf-8"):
@@ -152,7 +153,7 @@ def log(level: int, message: str) -> None:
         from datetime import datetime
 
         record = {"extra": {"slurm_level": level}, "message": message, "time": datetime.now()}
-        for threshold, write in _outputs(_settings):
+        for threshold, write in _outputs():
             if level <= threshold:
                 write(record)
         return
@@ -207,9 +208,14 @@ def _stderr_line(record: Mapping[str, Any]) -> str:
     return f"{_settings.program}: {prefix}{record['message']}\n"
 
 
-def _outputs(s: LogSettings) -> list[tuple[int, Writer]]:
-    """(threshold, writer) of each output `s` turns on; a writer takes a record with loguru's
-    keys `message`, `time` (a datetime) and `extra["slurm_level"]`."""
+def _outputs() -> list[tuple[int, Writer]]:
+    """(threshold, writer) of each output the settings turn on, made once per `configure`; a
+    writer takes a record with loguru's keys `message`, `time` (a datetime) and
+    `extra["slurm_level"]`."""
+    global _writers
+    if _writers is not None:
+        return _writers
+    s = _settings
     outputs: list[tuple[int, Writer]] = []
     if s.stderr:
 
@@ -226,6 +232,7 @@ def _outputs(s: LogSettings) -> list[tuple[int, Writer]]:
         outputs.append((s.extra_level, _append(s.extra_file, _text_line)))
     if s.syslog and os.path.exists("/dev/log"):
         outputs.append((s.syslog, _to_syslog(s.program)))
+    _writers = outputs
     return outputs
 
 
@@ -272,7 +279,7 @@ def _loguru() -> Any:
         with contextlib.suppress(TypeError, ValueError):  # ERROR, INFO, DEBUG already exist
             logger.level(name.upper(), no=60 - number * 5)
 
-    for threshold, write in _outputs(_settings):
+    for threshold, write in _outputs():
 
         def sink(message: Any, write: Writer = write) -> None:
             write(message.record)
