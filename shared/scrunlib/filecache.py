@@ -7,7 +7,6 @@ that is missing, stale or unwritable is simply not used: every reader can recomp
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from scrunlib.files import write_atomically
@@ -35,5 +34,7 @@ def write(cache: str | None, key: str, text: str) -> None:
     """Best effort, atomic (a reader sees the old entry or the new): errors are ignored."""
     if not cache:
         return
-    with contextlib.suppress(OSError):
+    try:  # noqa: SIM105 (contextlib.suppress: contextlib is not imported on create's path)
         write_atomically(cache, f"{key}\n{text}")
+    except OSError:
+        pass

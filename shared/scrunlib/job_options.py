@@ -18,16 +18,15 @@ standard library: the anchor imports it on every `create`.
 
 from __future__ import annotations
 
-import enum
-import re
-import signal
-from collections.abc import Callable, Mapping, Sequence
-
 from scrunlib.errors import InvalidInput
 from scrunlib.log import ENV_VARIABLES as LOG_VARIABLES
 from scrunlib.log import LEVELS
 from scrunlib.lua.timestr import INVALID, UNLIMITED, time_str2mins
 from scrunlib.slurm_version import SlurmVersion, version_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
 
 DEFAULT_JOB_NAME = "scrun"
 _INT_MAX = 2**31 - 1  # Slurm keeps these counts in a C int
@@ -55,11 +54,12 @@ _SIGNAL_NAMES = frozenset(
 )
 _PROFILE_TYPES = frozenset({"energy", "task", "lustre", "network"})
 _ACCTG_TYPES = frozenset({"task", "energy", "network", "filesystem"})
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class Target(enum.StrEnum):
-    """Where a variable's option ends up."""
+class Target:
+    """Where a variable's option ends up. (Strings, not an enum: the anchor imports this
+    module on every create, and `enum` alone costs it ~4 ms; so does `re`, which only the
+    checks of variables that are set import.)"""
 
     ALLOCATION = "allocation"  # salloc, when scrun creates the job
     STEP = "step"  # the container's srun, in a new or an existing job
@@ -86,7 +86,7 @@ class Kind:
 def _text(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty")
-    if _CONTROL.search(value):
+    if any(ord(char) < 0x20 or char == "\x7f" for char in value):
         raise ValueError("must not contain control characters")
     return value
 
@@ -105,7 +105,7 @@ def _name_list(value: str) -> str:
 
 def _digits(value: str) -> int | None:
     """The number in `value` if it is plain decimal digits (no sign, no spaces), else None."""
-    return int(value) if re.fullmatch(r"[0-9]+", value) else None
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def _at_least(minimum: int) -> Callable[[str], str | None]:
@@ -128,12 +128,16 @@ def _time(value: str) -> str:
 
 
 def _memory(value: str) -> str:
+    import re
+
     if not re.fullmatch(r"[0-9]+[KMGTkmgt]?", value):
         raise ValueError("is not a size: a whole number with an optional K, M, G or T")
     return value
 
 
 def _nodes(value: str) -> str:
+    import re
+
     match = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", value)
     if not match:
         raise ValueError("is not a node count: min or min-max")
@@ -169,6 +173,8 @@ def _choice(*choices: str) -> Callable[[str], str | None]:
 
 
 def _gpu_count(value: str) -> str:
+    import re
+
     for item in _word(value).split(","):
         if not re.fullmatch(r"(?:[^:]+:)*[0-9]+", item):
             raise ValueError("is not a GPU count: [type:]count, comma-separated")
@@ -176,6 +182,9 @@ def _gpu_count(value: str) -> str:
 
 
 def _signal(value: str) -> str:
+    import re
+    import signal
+
     match = re.fullmatch(r"(?:([A-Za-z]+):)?([^@]+)(?:@([0-9]+))?", value)
     if not match:
         raise ValueError("is not a signal: [R:]signal[@seconds]")
@@ -317,7 +326,7 @@ class JobVariable:
         name: str,
         option: str,
         kind: Kind,
-        target: Target,
+        target: str,  # a Target
         since: SlurmVersion | None = None,
         until: SlurmVersion | None = None,
         value_since: tuple[tuple[str, SlurmVersion], ...] = (),
@@ -561,7 +570,7 @@ def job_request(env: Mapping[str, str], slurm_version: SlurmVersion) -> JobReque
     """
     existing_job_id = _existing_job_id(env.get("SLURM_JOB_ID", ""))
     job_name = DEFAULT_JOB_NAME
-    options: dict[Target, dict[str, str]] = {_A: {}, _S: {}}
+    options: dict[str, dict[str, str]] = {_A: {}, _S: {}}
     for variable in VARIABLES:
         raw = env.get(variable.name)
         if raw is None:
@@ -569,7 +578,7 @@ def job_request(env: Mapping[str, str], slurm_version: SlurmVersion) -> JobReque
         value = _checked(variable, raw, slurm_version)
         if value is None:
             continue
-        if variable.target is Target.JOB_NAME:
+        if variable.target == Target.JOB_NAME:
             job_name = value
             continue
         chosen = options[variable.target]
@@ -593,7 +602,7 @@ def job_request(env: Mapping[str, str], slurm_version: SlurmVersion) -> JobReque
 
 def allocation_variables(env: Mapping[str, str]) -> tuple[str, ...]:
     """The names of the allocation's (salloc's) variables set in `env`, in table order."""
-    return tuple(v.name for v in VARIABLES if v.target is _A and v.name in env)
+    return tuple(v.name for v in VARIABLES if v.target == _A and v.name in env)
 
 
 def _existing_job_id(text: str) -> int | None:

@@ -4,15 +4,13 @@
 It is the job's SLURM_* variables (from its `scontrol show job` record), the SCRUN_* output
 variables, and SLURM_CONTAINER(_ID). The anchor, scrun-stage and scrun-lua-check all build
 it here, so an admin trying a script by hand sees exactly what the anchor passes. Standard
-library only: the anchor builds it on every `create`.
+library only: the anchor builds it on every `create` (not even `re`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import time
-from collections.abc import Mapping
 
 from scrunlib.bundle import Bundle
 from scrunlib.errors import SlurmError
@@ -21,6 +19,10 @@ from scrunlib.slurm_version import SlurmVersion, supports_container_id
 from scrunlib.spool import Spool
 from scrunlib.userns import real_ids
 from scrunlib.users import group_name, user_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # An id that is not mapped in the user namespace shows as the kernel's overflow id.
 NOBODY_ID = 65534
@@ -188,15 +190,16 @@ def _count(record: Mapping[str, str], key: str) -> int | None:
     """A count such as NumNodes; pending jobs show a range (`1-2`), of which the low end."""
     value = _field(record, key)
     low = value.partition("-")[0] if value else ""
-    return int(low) if re.fullmatch(r"[0-9]+", low) else None
+    return int(low) if low.isascii() and low.isdigit() else None
 
 
 def _megabytes(value: str | None) -> int | None:
     """scontrol's memory (`500M`, `2G`, `1024`) in megabytes, as salloc exports it."""
-    match = re.fullmatch(r"([0-9]+)([KMGT]?)", value or "")
-    if not match:
+    value = value or ""
+    number, unit = (value[:-1], value[-1]) if value[-1:] in _MEGABYTES else (value, "M")
+    if not (number.isascii() and number.isdigit()):
         return None
-    return int(int(match.group(1)) * _MEGABYTES[match.group(2) or "M"])
+    return int(int(number) * _MEGABYTES[unit])
 
 
 def _epoch(value: str | None) -> int | None:

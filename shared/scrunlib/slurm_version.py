@@ -1,13 +1,10 @@
 """Slurm release numbers: what the runtime checks options and flags against.
 
-Standard library only, so that the option table and the job environment can ask "is this
-Slurm new enough?" without loading the command layer
-(scrunlib.slurm: subprocess, signal, the site configuration).
+Without even `re` (this is on every create's path), so that the option table and the job
+environment can ask "is this Slurm new enough?" cheaply.
 """
 
 from __future__ import annotations
-
-import re
 
 from scrunlib.errors import SlurmError
 
@@ -21,11 +18,15 @@ RUNTIME_TERMINAL_SINCE: SlurmVersion = (23, 2, 0)
 
 def parse_version(text: str) -> SlurmVersion:
     """`slurm 22.05.8` (srun --version) → (22, 5, 8)."""
-    match = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
-    if not match:
-        raise SlurmError(f"cannot tell the Slurm version from {text.strip()!r}")
-    major, minor, micro = (int(part) for part in match.groups())
-    return major, minor, micro
+    # the first N.N.N in the text, wherever it stands (`slurm-wlm 24.11.5-1` too)
+    numbers_and_dots = "".join(char if char in "0123456789." else " " for char in text)
+    for chunk in numbers_and_dots.split():
+        parts = chunk.split(".")
+        for first in range(len(parts) - 2):
+            if all(parts[first : first + 3]):
+                major, minor, micro = (int(part) for part in parts[first : first + 3])
+                return major, minor, micro
+    raise SlurmError(f"cannot tell the Slurm version from {text.strip()!r}")
 
 
 def version_string(version: SlurmVersion) -> str:

@@ -9,7 +9,6 @@ script runs stage-out).
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from scrunlib import leanjson, log
@@ -91,8 +90,10 @@ class PendingStageOut:
     @staticmethod
     def clear(spool: Spool) -> None:
         """Stage-out has run (well or not): nothing is pending any more."""
-        with contextlib.suppress(FileNotFoundError):
+        try:  # noqa: SIM105 (contextlib.suppress: not imported on create's path)
             os.unlink(spool.stage_file)
+        except FileNotFoundError:
+            pass
 
     def run(self, site: SiteConfig) -> None:
         """Run stage-out with a fresh copy of the script; a failure is logged (the caller's

@@ -42,7 +42,7 @@ def markdown_table() -> str:
     for variable in VARIABLES:
         lines.append(
             f"| `{variable.name}` | `{variable.option}` | {variable.kind.name} "
-            f"| {variable.target.value} | {_notes(variable)} |"
+            f"| {variable.target} | {_notes(variable)} |"
         )
     lines += [
         "",

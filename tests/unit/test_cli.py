@@ -1,10 +1,8 @@
 """The scrun command line: runc/crun-compatible parsing, one-line errors, exit codes."""
 
 import json
-import signal
 
 import pytest
-from scrun_cli import kill
 from scrun_cli.kill import parse_signal
 from scrun_cli.main import main
 from scrunlib import log
@@ -142,10 +140,6 @@ def test_help_and_usage_go_to_stdout(root, capsys):
 )
 def test_signal_names_and_numbers(text, number):
     assert parse_signal(text) == number
-
-
-def test_kills_signal_numbers_are_the_signal_modules():
-    assert (kill.SIGRTMAX, kill.SIGTERM) == (signal.SIGRTMAX, signal.SIGTERM)
 
 
 @pytest.mark.parametrize("text", ["0", "65", "999", "SIGNOPE", "-9", ""])

@@ -80,16 +80,16 @@ def test_table_has_every_upstream_variable_in_upstream_order():
 def test_srun_only_variables_go_to_the_step_and_the_rest_to_the_allocation():
     for v in VARIABLES:
         if v.name in UPSTREAM_FATAL:
-            assert v.target is Target.STEP, v.name
+            assert v.target == Target.STEP, v.name
         elif v.name == "SCRUN_JOB_NAME":
-            assert v.target is Target.JOB_NAME
+            assert v.target == Target.JOB_NAME
         else:
-            assert v.target is Target.ALLOCATION, v.name
+            assert v.target == Target.ALLOCATION, v.name
 
 
 def test_every_option_exists_in_22_05_or_says_since_when():
     for v in VARIABLES:
-        known = SRUN_2205 if v.target is Target.STEP else SALLOC_2205
+        known = SRUN_2205 if v.target == Target.STEP else SALLOC_2205
         assert (v.option in known) != bool(v.since), v.name
 
 
@@ -160,7 +160,7 @@ VALID = [
 @pytest.mark.parametrize(("name", "value", "arg"), VALID)
 def test_valid_values_become_one_argument(name, value, arg):
     result = request(**{name: value})
-    args = result.step_args if variable(name).target is Target.STEP else result.allocation_args
+    args = result.step_args if variable(name).target == Target.STEP else result.allocation_args
     assert args == (arg,)
 
 

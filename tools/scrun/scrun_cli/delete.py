@@ -14,6 +14,7 @@ import os
 from scrunlib import log
 from scrunlib.errors import ContainerNotFound
 from scrunlib.options import Opt, one_id, parse, usage_text
+from scrunlib.signals import SIGKILL, SIGTERM
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, process_alive
 
@@ -57,8 +58,6 @@ def wait_gone(pid: int, start_time: int | None, timeout: float) -> bool:
 def stop_anchor(ctx: CommandContext, state: ContainerState) -> None:
     """SIGTERM makes the anchor end the step and job, stage out and exit; a stuck anchor
     gets SIGKILL and the leftovers are then ended by `release_leftovers`."""
-    from signal import SIGKILL, SIGTERM  # only here: signal imports enum (~4 ms)
-
     os.kill(state.anchor_pid, SIGTERM)
     timeout = ctx.site.lua_timeout + ctx.site.step_grace + 30
     if not wait_gone(state.anchor_pid, state.anchor_start_time, timeout):
@@ -71,8 +70,6 @@ def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) 
     """After an anchor died without cleaning up: end our step's srun, stage out (while the
     job still runs, as the anchor would have), end our job."""
     if state.step_pid and process_alive(state.step_pid, state.step_start_time):
-        from signal import SIGKILL
-
         os.kill(state.step_pid, SIGKILL)
     if os.path.exists(spool.stage_file):
         from scrunlib.stageout import PendingStageOut  # only on this fault path: lupa

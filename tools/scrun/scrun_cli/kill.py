@@ -5,6 +5,7 @@ from __future__ import annotations
 from scrunlib import log, protocol
 from scrunlib.errors import InvalidInput
 from scrunlib.options import Opt, one_id, parse, usage_text
+from scrunlib.signals import SIGRTMAX, SIGTERM
 from scrunlib.state import ContainerState, Status
 
 from scrun_cli.context import CommandContext
@@ -20,10 +21,6 @@ USAGE = usage_text(
     "Killing a container that has already stopped succeeds and does nothing.",
     OPTIONS,
 )
-# Linux's signal.SIGRTMAX and SIGTERM: the signal module imports enum (~4 ms), and podman
-# passes numbers, so only a signal name needs it.
-SIGRTMAX = 64
-SIGTERM = 15
 
 
 def parse_signal(text: str) -> int:

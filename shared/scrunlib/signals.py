@@ -1,0 +1,16 @@
+"""Signal numbers and `set_handler` for the paths podman waits on, without the `signal`
+module: it is `_signal` (built into the interpreter, loaded at its start) plus enums of the
+same numbers, and importing `enum` costs ~4 ms. Modules that name signals for people
+(signal.Signals) import `signal` where they need it."""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the type checker knows these by their public home
+    from signal import SIGINT, SIGKILL, SIGPIPE, SIGRTMAX, SIGTERM, SIGXFSZ
+    from signal import signal as set_handler
+else:
+    from _signal import SIGINT, SIGKILL, SIGPIPE, SIGRTMAX, SIGTERM, SIGXFSZ
+    from _signal import signal as set_handler
+
+__all__ = ["SIGINT", "SIGKILL", "SIGPIPE", "SIGRTMAX", "SIGTERM", "SIGXFSZ", "set_handler"]
