@@ -1,9 +1,10 @@
 """Slurm's commands, composed as argument lists. No value ever reaches a shell.
 
 Two ways to run them, both bounded by a timeout that becomes a SlurmError:
-- what the anchor runs (`srun --version` on a cache miss, `salloc`, `scontrol show job`,
-  `scancel`, and the `squeue` that finds the step to signal) runs through subprocess
-  directly: it sits on the paths podman and docker wait for (create, kill, stop), and the
+- what the anchor runs (`srun --version` on a cache miss, `scontrol show job`, `scancel`,
+  and the `squeue` that finds the step to signal) runs through subprocess directly, and
+  salloc through scrunlib.spawn (create waits for it, and subprocess's import alone is
+  ~9 ms): these sit on the paths podman and docker wait for (create, kill, stop), and the
   anchor lives as long as its container, so it must neither wait for plumbum's import
   (35–80 ms: urllib, http.client, email, ssl, a `uname -p`) nor carry its ~13 MB;
 - the rest (the `squeue` and `scontrol show hostnames` that find the node `scrun exec`
@@ -17,12 +18,7 @@ container id so `squeue`/`scontrol` show it.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
-import signal
-import subprocess
-from collections.abc import Mapping, Sequence
 
 from scrunlib import filecache
 from scrunlib.errors import SlurmError, reason
@@ -33,10 +29,12 @@ from scrunlib.slurm_version import (
     supports_container_id,
     version_string,
 )
+from scrunlib.spawn import Child, spawn
 from scrunlib.userns import as_real_user
 
 TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
 # Seconds a Slurm command may take (salloc excepted: a pending job waits, as podman does).
@@ -68,6 +66,17 @@ def parse_scontrol_record(text: str) -> dict[str, str]:
 
 def _text(data: str | bytes) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
+def _read_line(fd: int) -> str:
+    """The first line written to the pipe `fd` ("" when it is closed first)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 256)
+        if not chunk:
+            break
+        data += chunk
+    return _text(data.partition(b"\n")[0])
 
 
 def _timed_out(argv: Sequence[str], timeout: float) -> str:
@@ -202,34 +211,40 @@ class Allocation:
     """A job of our own, held by its salloc (our child) until `release` ends it with the
     container's exit status: COMPLETED 0:0, FAILED 3:0, FAILED 0:9 in Slurm's records."""
 
-    def __init__(self, process: subprocess.Popen[bytes], job_id: int) -> None:
-        self.process, self.job_id = process, job_id
+    def __init__(self, salloc: Child, holder_input: int, job_id: int) -> None:
+        self.salloc, self.job_id = salloc, job_id
+        self._holder_input: int | None = holder_input  # JOB_HOLDER's stdin
+
+    def held(self) -> bool:
+        """Whether salloc still holds the job."""
+        return self.salloc.poll() is None
 
     def release(self, exit_code: int, timeout: float) -> bool:
         """Tell salloc the container's status and wait for it to end the job. False when
         salloc did not end in time (the caller cancels the job instead)."""
-        assert self.process.stdin is not None
-        try:
-            self.process.stdin.write(f"{job_exit_status(exit_code)}\n".encode())
-            self.process.stdin.close()
-        except OSError:
-            pass  # the job has ended already (scancel, time limit): salloc is going
+        if self._holder_input is not None:
+            fd, self._holder_input = self._holder_input, None
+            try:  # noqa: SIM105 (contextlib is not imported on this path)
+                os.write(fd, f"{job_exit_status(exit_code)}\n".encode())
+            except OSError:
+                pass  # the job has ended already (scancel, time limit): salloc is going
+            os.close(fd)
         return self.wait(timeout)
 
     def wait(self, timeout: float) -> bool:
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
+        return self.salloc.wait(timeout) is not None
 
     def reap(self, timeout: float) -> None:
         """After the job was cancelled: salloc learns it and ends; one that does not, in
         `timeout` seconds, is killed with its holder (their own process group)."""
         if not self.wait(timeout):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            from scrunlib.signals import SIGKILL
+
+            self.salloc.signal_group(SIGKILL)
+            self.salloc.wait()
+        if self._holder_input is not None:
+            os.close(self._holder_input)
+            self._holder_input = None
 
 
 def cancel_argv(
@@ -247,9 +262,9 @@ def cluster_name(slurm_conf: str) -> str:
     try:
         with open(slurm_conf, encoding="utf-8", errors="replace") as stream:
             for line in stream:
-                match = re.match(r"\s*ClusterName\s*=\s*(\S+)", line, re.IGNORECASE)
-                if match:
-                    return match.group(1)
+                key, equals, value = line.partition("=")
+                if equals and key.strip().lower() == "clustername" and value.split():
+                    return value.split()[0]
     except OSError:
         pass
     return ""
@@ -279,6 +294,8 @@ class Slurm:
     def popen(self, argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> Any:
         """Start `argv` with exactly `env` (plumbum always adds our own environment, and
         srun takes SLURM_* variables from its environment as options). As the real user."""
+        import subprocess
+
         try:
             return subprocess.Popen(as_real_user(argv), env=dict(env), **kwargs)
         except OSError as exc:
@@ -304,6 +321,8 @@ class Slurm:
         """`run` without plumbum, for the commands every container runs (see the module
         docstring). Same contract: (status, stdout, stderr), as the real user; a timeout is a
         SlurmError."""
+        import subprocess
+
         timeout = timeout or COMMAND_TIMEOUT
         try:
             done = subprocess.run(
@@ -338,42 +357,71 @@ class Slurm:
         filecache.write(self.version_cache, key, version_string(self._version) + "\n")
         return self._version
 
-    def allocate(self, job_name: str, container_id: str, options: Sequence[str]) -> Allocation:
+    def allocate(
+        self,
+        job_name: str,
+        container_id: str,
+        options: Sequence[str],
+        while_waiting: Callable[[], None] | None = None,
+    ) -> Allocation:
         """Block until the job is granted and its nodes are ready (the holder prints the job
-        id); salloc then holds the job until the Allocation is released.
+        id); salloc then holds the job until the Allocation is released. `while_waiting`
+        runs once salloc has started, before its answer is read (salloc mostly waits for
+        slurmctld meanwhile).
 
         If we are interrupted (SIGTERM while the job is pending), salloc gets SIGINT, which
         revokes the pending job, and any job tagged with our id is cancelled too."""
-        argv = salloc_argv(self.path("salloc"), job_name, container_id, options, self.version())
+        program = self.path("salloc")
+        argv = as_real_user(salloc_argv(program, job_name, container_id, options, self.version()))
         # salloc's own lines, for its errors: a memory file (tempfile costs ~5 ms of imports)
-        with open(os.memfd_create("salloc-messages"), "w+b") as messages:
-            process = self.popen(
+        messages = os.memfd_create("salloc-messages")
+        salloc_stdin, holder_input = os.pipe()
+        answer, salloc_stdout = os.pipe()
+        try:
+            salloc = spawn(
                 argv,
                 {**os.environ, **self.env},
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
+                stdin=salloc_stdin,
+                stdout=salloc_stdout,
                 stderr=messages,
-                start_new_session=True,  # a process group to end, should it hang
+                new_session=True,  # a process group to end, should it hang
             )
-            assert process.stdout is not None
+        except OSError as exc:
+            for fd in (messages, holder_input, answer):
+                os.close(fd)
+            raise SlurmError(f"cannot run {program}: {reason(exc)}") from exc
+        finally:
+            os.close(salloc_stdin)
+            os.close(salloc_stdout)
+        try:
             try:
-                line = process.stdout.readline()
+                if while_waiting is not None:
+                    while_waiting()
+                line = _read_line(answer)
             except BaseException:
-                process.send_signal(signal.SIGINT)
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-                self.cancel_tagged(container_id)
+                os.close(holder_input)
+                self._interrupt(salloc, container_id)
                 raise
-            process.stdout.close()
             if line.strip().isdigit():
-                return Allocation(process, int(line))
-            process.wait()
-            messages.seek(0)
-            text = _text(messages.read())
-        raise SlurmError(f"allocation refused: {last_line(text)}")
+                return Allocation(salloc, holder_input, int(line))
+            os.close(holder_input)
+            salloc.wait()
+            text = _text(os.pread(messages, 64 * 1024, 0))
+            raise SlurmError(f"allocation refused: {last_line(text)}")
+        finally:
+            os.close(answer)
+            os.close(messages)
+
+    def _interrupt(self, salloc: Child, container_id: str) -> None:
+        """Stop a salloc that has not answered: SIGINT revokes its pending job; any job
+        tagged with the container's id is cancelled too."""
+        from scrunlib.signals import SIGINT, SIGKILL
+
+        salloc.signal_group(SIGINT)
+        if salloc.wait(timeout=10) is None:
+            salloc.signal_group(SIGKILL)
+            salloc.wait()
+        self.cancel_tagged(container_id)
 
     def cancel_tagged(self, container_id: str) -> None:
         """Cancel every job of ours whose comment names this container."""

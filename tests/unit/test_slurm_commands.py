@@ -111,7 +111,7 @@ def test_salloc_holds_the_job_until_released_with_the_exit_code(fp, slurm):
         allocation = client.allocate("scrun", "c1", ["--time=2"])
         assert allocation.job_id == 77
         assert "--time=2" in (Path(bindir) / "salloc.args").read_text()
-        assert allocation.process.poll() is None  # the job is held
+        assert allocation.held()
         assert allocation.release(exit_code, timeout=10)
         assert (Path(bindir) / "salloc.status").read_text() == recorded
 
@@ -270,11 +270,23 @@ def test_in_a_rootless_namespace_every_command_runs_as_the_real_user(fp, slurm, 
         "--",
     ]
     fp.register([*as_user, f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
-    fp.register([*as_user, f"{bindir}/salloc", fp.any()], stdout="8\n")  # the holder's line
     fp.register([*as_user, f"{bindir}/scancel", "--quiet", "8"])
     fp.register([*as_user, f"{bindir}/srun", "--jobid", "8"])
-    assert client.allocate("scrun", "c1", []).job_id == 8
     client.cancel(8)
     step = client.popen([f"{bindir}/srun", "--jobid", "8"], env={})
     step.wait()
     assert all(os.path.basename(call[0]) == "unshare" for call in fp.calls)
+    # salloc is spawned without subprocess (scrunlib.spawn): its command line is checked here
+    spawned = []
+
+    def refuse(argv, env, **fds):
+        spawned.append(argv)
+        raise PermissionError(13, "refused by the test")
+
+    monkeypatch.setattr("scrunlib.slurm.spawn", refuse)
+    with pytest.raises(SlurmError, match="cannot run"):
+        client.allocate("scrun", "c1", [])
+    (argv,) = spawned
+    assert os.path.basename(argv[0]) == "unshare"
+    assert argv[1:6] == ["--user", "--map-user=1001", "--map-group=1002", "--keep-caps", "--"]
+    assert argv[6] == f"{bindir}/salloc"
