@@ -77,14 +77,13 @@ def send_line(conn: raw_socket, message: dict[str, Any]) -> None:
     conn.sendall(leanjson.dumps(message).encode() + b"\n")
 
 
-def listen(socket_path: str) -> socket.socket:
-    """Bind and listen on `socket_path` (replacing a stale socket file)."""
-    import socket
-
+def listen(socket_path: str) -> raw_socket:
+    """Bind and listen on `socket_path` (replacing a stale socket file). A raw socket, as
+    the anchor listens before it has imported the socket module (`serving` makes it one)."""
     if os.path.lexists(socket_path):
         os.unlink(socket_path)
     address, dirfd = socket_address(socket_path)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server = raw_socket(AF_UNIX, SOCK_STREAM)
     try:
         server.bind(address)
         os.chmod(socket_path, 0o600)
@@ -96,6 +95,13 @@ def listen(socket_path: str) -> socket.socket:
         if dirfd is not None:
             os.close(dirfd)
     return server
+
+
+def serving(server: raw_socket) -> socket.socket:
+    """The listening socket `listen` made, as a socket module socket (with `accept`)."""
+    import socket
+
+    return socket.socket(fileno=server.detach())
 
 
 def peer_uid(conn: socket.socket) -> int:

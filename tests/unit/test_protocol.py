@@ -8,7 +8,7 @@ from scrunlib.errors import AnchorError
 
 
 def serve_once(path, reply):
-    server = protocol.listen(path)
+    server = protocol.serving(protocol.listen(path))
     seen: dict[str, object] = {}
 
     def handle():

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 
 import scrunlib
 from scrunlib import log, siteconfig
@@ -18,10 +17,11 @@ from scrunlib.log import ERROR, INFO, LogSettings
 from scrunlib.options import HelpRequested, one_id, parse, usage_text
 from scrunlib.spool import SITE_CONFIG_CACHE, Spool, validate_id
 
-from scrun_anchor.anchor import Creation
+from scrun_anchor.creation import Creation
 
 TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 USAGE = usage_text(
@@ -83,14 +83,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_file=values.get("log"),
             log_format=settings.log_format,
         )
-        container = creation.create()
+        created = creation.create()
     except ScrunError as exc:
         ready.error(exc.message)
         return 1
     ready.created(os.getpid())
     settings.log_file = values.get("log")
     log.configure(settings)
-    code = container.serve()
+    from scrun_anchor.container import Container  # loaded while salloc ran, as a rule
+
+    code = Container(created).serve()
     # Everything is cleaned up and every log line written (sinks append synchronously);
     # skip the interpreter's teardown: podman is waiting for this exit.
     sys.stderr.flush()

@@ -1,0 +1,266 @@
+"""The anchor once its container is created (scrun_anchor.creation made it so): serves
+`start` and `kill` until the container ends, then cleans up.
+
+Container.serve(): fetch the job environment (while podman prepares `start`); answer
+           `start` (launch the srun step) and `kill`; notice the step's end, a
+           SIGTERM/SIGINT (what `scrun delete` sends), or the job's end; then stop().
+Container.stop(): end the step (scancel, then SIGTERM → SIGKILL to a stuck srun), record
+           the exit code, stage-out, end the job (salloc ends it with the container's exit
+           status; only our steps in a job we joined), remove the socket, return the
+           container's exit code (128+N for signal N).
+Every wait is bounded but the allocation's (a pending job waits, as podman waits for
+create). state.json is written at every transition: it is what the other scrun commands read.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from types import FrameType
+
+from scrunlib import log, procio, protocol
+from scrunlib.errors import ScrunError, SlurmError, StateError
+from scrunlib.slurm import StepCommand, step_argv
+from scrunlib.state import Status, process_start_time, shell_exit_code
+
+from scrun_anchor.creation import Created, close_server, end_job
+
+TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class Container:
+    """The anchor once the container is created: serves `start` and `kill` until the
+    container ends, then cleans up. `step` is the srun of the container's step, None until
+    `start`; `pty_slave` the terminal the step gets, None without one or once handed over.
+    (A plain class: dataclasses would cost every anchor ~5 ms of imports.)"""
+
+    def __init__(self, created: Created) -> None:
+        self.spool, self.state, self.job_id = created.spool, created.state, created.job_id
+        self.bundle, self.allocation = created.bundle, created.allocation
+        self.run_bundle, self.step_args = created.run_bundle, created.step_args
+        self.job_env, self.slurm, self.site = created.job_env, created.slurm, created.site
+        self.server = protocol.serving(created.server)
+        self.pty_slave, self.staging = created.pty_slave, created.staging
+        self.clock = created.clock
+        self.step: subprocess.Popen[bytes] | None = None
+        self.stop_requested: str | None = None
+        self.exit_code = 0
+
+    # ------------------------------------------------------------------ serve
+    def serve(self) -> int:
+        """Event loop after `created`: requests, signals, the step's end."""
+        wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_write)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_stop_signal)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the loop
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        if self.pty_slave is not None:
+            # The console socket's pty is the container's stdio; ours is the caller's. (With
+            # a terminal and no console socket, `scrun run` in the foreground: the caller's
+            # terminal is the container's, srun --pty takes it over.)
+            _detach_stdio()
+        log.verbose(f"container {self.state.id} created in job {self.job_id}")
+        self._fetch_job_env()
+        selector = selectors.DefaultSelector()
+        selector.register(self.server, selectors.EVENT_READ, "request")
+        selector.register(wake_read, selectors.EVENT_READ, "wake")
+        while True:
+            for key, _ in selector.select(timeout=1.0):
+                if key.data == "wake":
+                    _drain(wake_read)
+                else:
+                    self._serve_one()
+            if self.stop_requested is not None:
+                break
+            if self.step is not None and self.step.poll() is not None:
+                break
+        return self.stop()
+
+    def _fetch_job_env(self) -> None:
+        """Fetch the job environment now, while podman prepares `start` (which would wait
+        for it otherwise); a failure is for `start` to report."""
+        try:
+            env = self.job_env.get()
+        except SlurmError as exc:
+            log.verbose(f"no job environment yet: {exc.message}")
+            return
+        if self.state.nodes is None:
+            self.state.nodes = env.get("SLURM_JOB_NODELIST")
+            self.state.save(self.spool)
+
+    def _on_stop_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.stop_requested = signal.Signals(signum).name
+
+    def _serve_one(self) -> None:
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(5)
+            try:
+                if not protocol.peer_allowed(conn):
+                    protocol.send_line(conn, {"ok": False, "error": "permission denied"})
+                    return
+                message = protocol.read_line(conn)
+                protocol.send_line(conn, self.handle(message))
+            except (OSError, ValueError) as exc:
+                log.verbose(f"bad request: {exc}")
+
+    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        """One request of the control protocol (scrunlib.protocol) → its reply."""
+        op = message.get("op")
+        try:
+            if op == "start":
+                self._start()
+            elif op == "kill":
+                self._kill(int(message.get("signal", signal.SIGTERM)))
+            else:
+                return {"ok": False, "error": f"unknown request {op!r}"}
+        except ScrunError as exc:
+            log.error(exc.message)
+            return {"ok": False, "error": exc.message}
+        return {"ok": True}
+
+    def _start(self) -> None:
+        state = self.state
+        if state.status == Status.RUNNING:
+            return
+        if state.status != Status.CREATED:
+            raise StateError(f"container {state.id!r} is {state.status}, it cannot start")
+        self.clock.start("launch")
+        argv = step_argv(
+            self.slurm.path("srun"),
+            StepCommand(
+                job_id=self.job_id,
+                bundle=self.run_bundle.path,
+                args=self.run_bundle.args,
+                container_id=state.id,
+                job_name=state.step_name,
+                pty=self.bundle.terminal,
+                extra_args=self.step_args,
+            ),
+            self.slurm.version(),
+        )
+        # Exactly the job env: srun reads SLURM_* input variables from its environment, so
+        # nothing of the caller's may leak in (an outer allocation's SLURM_NTASKS, say).
+        env = {
+            **self.job_env.get(),
+            "SLURM_CONF": self.slurm.slurm_conf,
+            "PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
+        }
+        log.verbose(f"starting step: {' '.join(argv)}")
+        self.step = self.slurm.popen(argv, env, **procio.srun_stdio(self.pty_slave))
+        if self.pty_slave is not None:
+            os.close(self.pty_slave)
+            self.pty_slave = None
+        self.clock.stop("launch")
+        self.clock.start("run")
+        state.step_pid = self.step.pid
+        state.step_start_time = process_start_time(self.step.pid)
+        state.transition(Status.RUNNING)
+        state.save(self.spool)
+
+    def _kill(self, signum: int) -> None:
+        state = self.state
+        if state.status == Status.CREATED:
+            # Never started: "killing" it ends it, as runc does with a created container.
+            self.exit_code = 128 + signum
+            self.stop_requested = f"signal {signum} before start"
+        elif state.status == Status.RUNNING:
+            self._signal_step(signum)
+
+    def _signal_step(self, signum: int) -> None:
+        """Signal our step, found by its name. Not the job: Slurm turns a job-level SIGKILL
+        into a cancel that waits KillWait seconds, longer than podman waits. A new
+        allocation whose step is not visible yet gets the signal at job level instead."""
+        state = self.state
+        steps = self.slurm.step_ids(self.job_id, state.step_name)
+        for step_id in steps:
+            self.slurm.cancel(self.job_id, signal=signum, step_id=step_id)
+        if not steps and not state.existing_job:
+            self.slurm.cancel(self.job_id, signal=signum)
+
+    # ------------------------------------------------------------------ stop
+    def stop(self) -> int:
+        state = self.state
+        if self.step is not None:
+            self.exit_code = shell_exit_code(self._end_step(self.step))
+            self.clock.stop("run")
+        if self.stop_requested:
+            log.info(f"stopping container {state.id}: {self.stop_requested}")
+        if self.exit_code != 0:
+            self._report_job_end()
+        state.exit_code = self.exit_code
+        state.transition(Status.STOPPED)
+        state.save(self.spool)
+        if self.staging is not None:
+            with self.clock.phase("stage-out"):
+                self.staging.stage_out()
+        with self.clock.phase("teardown"):
+            end_job(self.slurm, state, self.job_id, self.allocation, self.exit_code)
+        state.save(self.spool)
+        close_server(self.server, self.spool)
+        log.verbose(f"container {state.id} stopped with exit code {self.exit_code}")
+        log.debug(f"container {state.id} phases: {self.clock.summary()}")
+        return self.exit_code
+
+    def _end_step(self, step: subprocess.Popen[bytes]) -> int:
+        """Wait for the step's srun and return its status: cancel the step first if we are
+        asked to stop, and escalate SIGTERM → SIGKILL if srun does not go away in time."""
+        status = step.poll()
+        if status is not None:
+            return status
+        if self.stop_requested:  # delete, SIGTERM: end it now, as upstream does, with SIGKILL
+            try:
+                self._signal_step(signal.SIGKILL)
+            except SlurmError as exc:
+                log.error(str(exc))
+        for escalation in (None, signal.SIGTERM, signal.SIGKILL):
+            if escalation is not None:
+                log.error(f"srun {step.pid} still running; sending {escalation.name}")
+                step.send_signal(escalation)
+            try:
+                return step.wait(timeout=self.site.step_grace)
+            except subprocess.TimeoutExpired:
+                continue
+        return step.wait()
+
+    def _report_job_end(self) -> None:
+        """Say why, when Slurm (not the container) ended the step: time limit, scancel."""
+        state = self.state
+        if state.existing_job:
+            return
+        deadline = time.monotonic() + 2.0
+        try:
+            job_state = self.slurm.job_record(self.job_id).get("JobState", "")
+            # An ending job shows COMPLETING for a moment before it says how it ended.
+            while job_state == "COMPLETING" and time.monotonic() < deadline:
+                time.sleep(0.1)
+                job_state = self.slurm.job_record(self.job_id).get("JobState", "")
+        except SlurmError:
+            return
+        if job_state in ("TIMEOUT", "CANCELLED", "FAILED", "NODE_FAIL", "PREEMPTED", "DEADLINE"):
+            state.error = f"job {self.job_id} ended by Slurm: {job_state}"
+            log.error(state.error)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _detach_stdio() -> None:
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
