@@ -59,7 +59,9 @@ venv: $(STAMP)
 
 $(STAMP): $(SOURCES)
 	@test -x $(BIN)/python || /usr/bin/python3 -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check '.[test]'
+	@# compiled: every scrun call would otherwise compile what it imports (a caller's
+	@# PYTHONDONTWRITEBYTECODE stops pip from writing the .pyc files)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pip install --quiet --disable-pip-version-check '.[test]'
 	@rm -rf build
 	@touch $@
 
