@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # bench/upstream.sh -- podman + crun, podman + Slurm's own scrun (the C one Slurm >= 23.02
 # installs as /usr/bin/scrun) and podman + this project's scrun, side by side in ONE
-# hyperfine run, each for `true` and `sh -c 'exit 3'`. Reports, per runtime and command:
-# the median, the ratio to crun, ours/upstream, the exit codes seen and the runs that hung.
+# run, each for `true` and `sh -c 'exit 3'`. Reports, per runtime and command: the median,
+# the ratio to crun, ours/upstream, the exit codes seen and the runs that hung. The runs are
+# made in BENCH_ROUNDS hyperfine rounds over all six commands (4: 5 runs each per round),
+# so that a machine that slows down or speeds up during the bench weighs on every runtime
+# alike, not on whichever ran last.
 #
 # Every run is bounded: `timeout BENCH_TIMEOUT` (5 s) around podman. Upstream scrun 24.11.5
 # through podman 5.4 sometimes never returns (its anchor spins after the job ended); such a
@@ -18,6 +21,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"  # the cluster's environment, without the harness's SCRUN_*
 UPSTREAM="${UPSTREAM_SCRUN:-/usr/bin/scrun}"
 RUNS="${BENCH_RUNS:-20}"
+ROUNDS="${BENCH_ROUNDS:-4}"
 LIMIT="${BENCH_TIMEOUT:-5}"
 IMAGE=localhost/busybox
 if [ ! -x "$UPSTREAM" ]; then
@@ -91,8 +95,11 @@ for runtime in crun upstream scrun; do
   done
 done
 started="$(date +%Y-%m-%dT%H:%M:%S)"
-hyperfine -N -i -w 1 -r "$RUNS" --conclude "$B/reap" --export-json "$B/run.json" \
-  "${commands[@]}" | grep -E "Benchmark|Time|Range" || true
+for round in $(seq "$ROUNDS"); do
+  echo "-- round $round of $ROUNDS"
+  hyperfine -N -i -w 1 -r "$(((RUNS + ROUNDS - 1) / ROUNDS))" --conclude "$B/reap" \
+    --export-json "$B/run-$round.json" "${commands[@]}" | grep -E "Benchmark|Time" || true
+done
 # Jobs an upstream anchor left running: this user's, submitted during the bench, with a
 # container id but not scrun's comment (every job of ours carries `scrun:<id>`).
 "$B/reap"
@@ -103,18 +110,20 @@ while read -r job cid comment submitted; do
   scancel "$job"
 done < <(squeue -h -u "$(id -un)" -O JobId:12,ContainerId:80,Comment:80,SubmitTime:24 2>/dev/null || true)
 
-python3 - "$B/run.json" "$LIMIT" <<'PY'
+python3 - "$LIMIT" "$B"/run-*.json <<'PY'
 import collections, json, re, statistics, sys
 
-limit = float(sys.argv[2])
+limit = float(sys.argv[1])
+merged = collections.defaultdict(list)  # command -> [(time, exit code)] over the rounds
+for path in sys.argv[2:]:
+    for result in json.load(open(path))["results"]:
+        codes = result.get("exit_codes") or [0] * len(result["times"])
+        merged[result["command"]] += zip(result["times"], codes)
 rows = {}
-for result in json.load(open(sys.argv[1]))["results"]:
-    command = result["command"]
+for command, runs in merged.items():
     runtime = re.search(r"--runtime (\S+)", command).group(1)
     what = command.split(" localhost/busybox ", 1)[1]
-    codes = result.get("exit_codes") or [0] * len(result["times"])
     # a run that timeout had to end (124 after TERM, 137 after KILL) took the whole limit
-    runs = list(zip(result["times"], codes))
     done = [(t, c) for t, c in runs if t < limit]
     rows[(runtime, what)] = (
         statistics.median(t for t, _ in done) if done else None,
@@ -126,15 +135,15 @@ for result in json.load(open(sys.argv[1]))["results"]:
 def ms(x):
     return f"{x * 1000:.0f} ms" if x else "n/a"
 
-def ratio(a, b):
-    return f"{a / b:.1f}×" if a and b else "n/a"
+def ratio(a, b, digits=1):
+    return f"{a / b:.{digits}f}×" if a and b else "n/a"
 
 names = {"crun": "podman + crun", "upstream": "podman + upstream scrun", "scrun": "podman + our scrun"}
 print("\n| runtime | container | median | vs crun | ours/upstream | exit codes | hung |")
 print("|---|---|---|---|---|---|---|")
 for (runtime, what), (median, codes, hung, runs) in rows.items():
     crun = rows[("crun", what)][0]
-    ours_up = ratio(median, rows[("upstream", what)][0]) if runtime == "scrun" else ""
+    ours_up = ratio(median, rows[("upstream", what)][0], 2) if runtime == "scrun" else ""
     seen = ", ".join(f"{c}×{n}" for c, n in sorted(codes.items())) or "none"
     print(f"| {names[runtime]} | `{what}` | {ms(median)} | {ratio(median, crun)} | {ours_up} "
           f"| {seen} | {hung}/{runs} |")
