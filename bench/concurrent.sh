@@ -4,7 +4,6 @@
 # Slurm itself takes for 16 jobs: scrun's ratio lies between that and crun's).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-RUNS="${BENCH_RUNS:-20}"
 
 # The wall time (s) of `podman run --rm true` through runtime $1 (srun: `srun --container`
 # alone), $2 of them at once.

@@ -11,6 +11,27 @@ for variable in $(compgen -v SCRUN_); do unset "$variable"; done
 VENV_BIN="$(dirname "$(command -v scrun)")"   # this venv's scrun processes, not others'
 SPOOL_ROOT="${XDG_RUNTIME_DIR:-/run/user/$(id -u)}/scrun"
 
+RUNS="${BENCH_RUNS:-20}"
+ROUNDS="${BENCH_ROUNDS:-4}"
+BENCH_DIR="$(dirname "${BASH_SOURCE[0]}")"
+
+# hyperfine over COMMANDS in ROUNDS interleaved rounds (together RUNS runs of each), merged
+# into OUT (hyperfine's JSON): this VM drifts by 10-30 % over a minute, and in one hyperfine
+# run the command measured last would take the drift alone.
+# Usage: rounds OUT [HYPERFINE-OPTION...] -- COMMAND...
+rounds() {
+  local out="$1" round options=()
+  shift
+  while [ "$1" != -- ]; do options+=("$1"); shift; done
+  shift
+  for round in $(seq "$ROUNDS"); do
+    echo "-- round $round of $ROUNDS"
+    hyperfine -N -r "$(((RUNS + ROUNDS - 1) / ROUNDS))" "${options[@]}" \
+      --export-json "$out.$round" "$@" | grep -E "Benchmark|Time" || true
+  done
+  python3 "$BENCH_DIR/merge_rounds.py" "$out".[0-9]* >"$out"
+}
+
 # VmRSS of a pid in kB.
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 

@@ -11,15 +11,13 @@
 # figure: every fork of the traced processes stops for the tracer.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-RUNS="${BENCH_RUNS:-20}"
 out="$(mktemp -d)"
 trap 'podman rm -f -t 0 scrun-bench-state >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
 
 podman rm -f -t 0 scrun-bench-state >/dev/null 2>&1 || true
 podman --runtime scrun run -d --name scrun-bench-state localhost/busybox sleep 600 >/dev/null
 id="$(podman inspect -f '{{.ID}}' scrun-bench-state)"
-hyperfine -N -w 5 -r "$((RUNS * 5))" --export-json "$out/state.json" \
-  "scrun state $id" "$VENV_BIN/python3 -c pass" | grep -E "Benchmark|Time"
+RUNS=$((RUNS * 5)) rounds "$out/state.json" -w 5 -- "scrun state $id" "$VENV_BIN/python3 -c pass"
 podman rm -f -t 0 scrun-bench-state >/dev/null
 
 cat >"$out/runtime" <<WRAPPER

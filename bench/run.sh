@@ -8,7 +8,6 @@
 #   4-7. bench/rss.sh, concurrent.sh, throughput.sh, overhead.sh (see each)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"  # the cluster's environment, without the harness's SCRUN_*
-RUNS="${BENCH_RUNS:-20}"
 out="$(mktemp -d)"
 trap 'podman rm -f -t 0 scrun-bench >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
 
@@ -27,10 +26,10 @@ grep -E "VmRSS|VmHWM" "/proc/$pid/status"
 podman rm -f -t 0 scrun-bench >/dev/null
 
 echo "== 2. a whole container run, side by side"
-hyperfine -N -w 2 -r "$RUNS" --export-json "$out/run.json" \
+rounds "$out/run.json" -w 1 -- \
   "podman --runtime scrun run --rm localhost/busybox true" \
   "podman --runtime crun run --rm localhost/busybox true" \
-  "srun --container $BENCH_BUNDLE true" | grep -E "Benchmark|Time|Range"
+  "srun --container $BENCH_BUNDLE true"
 
 python3 - "$out" <<'PY'
 import json, statistics, sys
@@ -43,6 +42,10 @@ def table(path):
 print("\n| command | median | IQR | range |\n|---|---|---|---|")
 table(f"{sys.argv[1]}/state.json")
 table(f"{sys.argv[1]}/run.json")
+scrun, crun = (statistics.median(r["times"])
+               for r in json.load(open(f"{sys.argv[1]}/run.json"))["results"][:2])
+print(f"\npodman run, scrun ÷ crun (medians): {scrun * 1000:.0f} ÷ {crun * 1000:.0f} ms "
+      f"= {scrun / crun:.2f}x (target: <= 2.0x)")
 PY
 
 here="$(dirname "$0")"

@@ -2,10 +2,8 @@
 # bench/upstream.sh -- podman + crun, podman + Slurm's own scrun (the C one Slurm >= 23.02
 # installs as /usr/bin/scrun) and podman + this project's scrun, side by side in ONE
 # run, each for `true` and `sh -c 'exit 3'`. Reports, per runtime and command: the median,
-# the ratio to crun, ours/upstream, the exit codes seen and the runs that hung. The runs are
-# made in BENCH_ROUNDS hyperfine rounds over all six commands (4: 5 runs each per round),
-# so that a machine that slows down or speeds up during the bench weighs on every runtime
-# alike, not on whichever ran last.
+# the ratio to crun, ours/upstream, the exit codes seen and the runs that hung. The runs
+# are made in interleaved rounds (lib.sh `rounds`).
 #
 # Every run is bounded: `timeout BENCH_TIMEOUT` (5 s) around podman. Upstream scrun 24.11.5
 # through podman 5.4 sometimes never returns (its anchor spins after the job ended); such a
@@ -20,8 +18,6 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"  # the cluster's environment, without the harness's SCRUN_*
 UPSTREAM="${UPSTREAM_SCRUN:-/usr/bin/scrun}"
-RUNS="${BENCH_RUNS:-20}"
-ROUNDS="${BENCH_ROUNDS:-4}"
 LIMIT="${BENCH_TIMEOUT:-5}"
 IMAGE=localhost/busybox
 if [ ! -x "$UPSTREAM" ]; then
@@ -95,11 +91,7 @@ for runtime in crun upstream scrun; do
   done
 done
 started="$(date +%Y-%m-%dT%H:%M:%S)"
-for round in $(seq "$ROUNDS"); do
-  echo "-- round $round of $ROUNDS"
-  hyperfine -N -i -w 1 -r "$(((RUNS + ROUNDS - 1) / ROUNDS))" --conclude "$B/reap" \
-    --export-json "$B/run-$round.json" "${commands[@]}" | grep -E "Benchmark|Time" || true
-done
+rounds "$B/run.json" -i -w 1 --conclude "$B/reap" -- "${commands[@]}"
 # Jobs an upstream anchor left running: this user's, submitted during the bench, with a
 # container id but not scrun's comment (every job of ours carries `scrun:<id>`).
 "$B/reap"
@@ -110,20 +102,17 @@ while read -r job cid comment submitted; do
   scancel "$job"
 done < <(squeue -h -u "$(id -un)" -O JobId:12,ContainerId:80,Comment:80,SubmitTime:24 2>/dev/null || true)
 
-python3 - "$LIMIT" "$B"/run-*.json <<'PY'
+python3 - "$B/run.json" "$LIMIT" <<'PY'
 import collections, json, re, statistics, sys
 
-limit = float(sys.argv[1])
-merged = collections.defaultdict(list)  # command -> [(time, exit code)] over the rounds
-for path in sys.argv[2:]:
-    for result in json.load(open(path))["results"]:
-        codes = result.get("exit_codes") or [0] * len(result["times"])
-        merged[result["command"]] += zip(result["times"], codes)
+limit = float(sys.argv[2])
 rows = {}
-for command, runs in merged.items():
+for result in json.load(open(sys.argv[1]))["results"]:
+    command = result["command"]
     runtime = re.search(r"--runtime (\S+)", command).group(1)
     what = command.split(" localhost/busybox ", 1)[1]
     # a run that timeout had to end (124 after TERM, 137 after KILL) took the whole limit
+    runs = list(zip(result["times"], result["exit_codes"]))
     done = [(t, c) for t, c in runs if t < limit]
     rows[(runtime, what)] = (
         statistics.median(t for t, _ in done) if done else None,
