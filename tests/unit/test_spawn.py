@@ -1,0 +1,66 @@
+"""scrunlib.spawn: what salloc is started with, and how the anchor waits for it."""
+
+import os
+import signal
+
+import pytest
+from scrunlib.spawn import spawn
+
+
+def run_reading(argv: list[str]) -> tuple[int | None, str]:
+    """Spawn `argv` with its stdout on a pipe; its exit code and output."""
+    read_end, write_end = os.pipe()
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        child = spawn(argv, {"PATH": "/usr/bin:/bin"}, stdin=null, stdout=write_end, stderr=null)
+    finally:
+        os.close(write_end)
+        os.close(null)
+    with os.fdopen(read_end) as output:
+        text = output.read()
+    return child.wait(timeout=10), text
+
+
+def test_the_child_gets_its_stdio_and_none_of_our_other_fds():
+    inherited_r, inherited_w = os.pipe()
+    os.set_inheritable(inherited_w, True)  # as an fd podman's conmon hands us would be
+    try:
+        code, text = run_reading(["/bin/sh", "-c", "ls /proc/$$/fd"])
+    finally:
+        os.close(inherited_r)
+        os.close(inherited_w)
+    assert code == 0
+    assert sorted(int(fd) for fd in text.split()) == [0, 1, 2]
+
+
+def test_sigpipe_and_sigxfsz_are_back_to_their_defaults():
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN  # as Python sets it
+    code, text = run_reading(["/bin/cat", "/proc/self/status"])
+    ignored = int(
+        next(line for line in text.splitlines() if line.startswith("SigIgn:")).split()[1], 16
+    )
+    assert code == 0
+    assert not ignored & (1 << (signal.SIGPIPE - 1))
+    assert not ignored & (1 << (signal.SIGXFSZ - 1))
+
+
+def test_wait_is_bounded_and_the_session_can_be_signalled():
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        child = spawn(
+            ["/bin/sleep", "30"], {}, stdin=null, stdout=null, stderr=null, new_session=True
+        )
+    finally:
+        os.close(null)
+    assert os.getsid(child.pid) == child.pid  # its own session, so its own process group
+    assert child.wait(timeout=0.05) is None
+    assert child.poll() is None
+    child.signal_group(signal.SIGTERM)
+    assert child.wait(timeout=10) == -signal.SIGTERM
+    assert child.poll() == -signal.SIGTERM  # reaped once, remembered
+    child.signal_group(signal.SIGKILL)  # gone: nothing to signal, no error
+
+
+def test_a_program_that_cannot_run_is_an_oserror():
+    with pytest.raises(OSError):
+        spawn(["/nonexistent/salloc"], {}, stdin=0, stdout=1, stderr=2)
