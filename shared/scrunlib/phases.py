@@ -2,7 +2,7 @@
 (`phases`) and written to the debug log when it stops.
 
 parse      the anchor reads its options, the bundle, the SCRUN_* variables, finds scrun.lua
-allocate   salloc and scontrol (or checking the SLURM_JOB_ID job it joins)
+allocate   salloc, meanwhile loading what serving needs (or checking the job SLURM_JOB_ID names)
 stage-in   scrun.lua's stage-in and the bundle Slurm can run
 launch     from the `start` request until srun has been started
 run        the step, from srun's start until it ended
