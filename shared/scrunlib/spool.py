@@ -113,9 +113,6 @@ class Spool:
     def bundle_dir(self) -> str:
         return os.path.join(self.path, "bundle")
 
-    def exists(self) -> bool:
-        return os.path.isdir(self.path)
-
     def create(self) -> None:
         """Make the directory (0700), failing if the id is already in use."""
         make_root(self.root)
