@@ -256,3 +256,29 @@ def test_delete_waits_for_a_process_until_it_exits_or_the_time_is_up():
         slow.kill()
         slow.wait()
     assert wait_gone(slow.pid, None, timeout=0.2)  # reaped: no such process
+
+
+def fake_srun(tmp_path, body: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "srun").write_text(f"#!/bin/sh\n{body}\n")
+    (bin_dir / "srun").chmod(0o755)
+    (tmp_path / "none.toml").write_text(f'bin_dir = "{bin_dir}"\n')
+
+
+def test_version_names_slurms_release_and_remembers_it(root, tmp_path, capsys):
+    fake_srun(tmp_path, 'echo asked >> "$0.calls"; echo slurm 23.02.7')
+    root.mkdir(mode=0o700)
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "slurm: 23.02.7"
+    assert (root / ".slurm-version").read_text().endswith("23.02.7\n")  # the anchor's cache
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "slurm: 23.02.7"
+    assert (tmp_path / "bin" / "srun.calls").read_text() == "asked\n"  # once: then the cache
+
+
+def test_version_says_why_slurms_release_is_unknown(root, tmp_path, capsys):
+    fake_srun(tmp_path, "echo 'srun: fatal: no slurm.conf' >&2; exit 1")
+    assert main(["version"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == "slurm: unknown (srun --version failed: srun: fatal: no slurm.conf)"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 
 from scrunlib import OCI_VERSION, __version__
 from scrunlib.errors import ScrunError
 from scrunlib.options import parse, usage_text
+from scrunlib.spool import SLURM_VERSION_CACHE
 
 from scrun_cli.context import CommandContext
 
@@ -19,23 +20,19 @@ USAGE = usage_text("scrun version", "Print scrun's, the OCI spec's and Slurm's v
 
 
 def slurm_version(ctx: CommandContext) -> str:
-    """`srun --version` of the Slurm scrun would use, or why it cannot be found."""
+    """The release of the Slurm scrun would use, as the anchor learns it (`srun --version`,
+    kept in the runtime root's version cache when there is a usable root), or why not."""
+    from scrunlib.slurm import Slurm  # only here: version is no command podman waits on
+    from scrunlib.slurm_version import version_string
+
     try:
-        srun = ctx.site.command("srun")
-        done = subprocess.run(
-            [srun, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-            env={"SLURM_CONF": ctx.slurm_conf},
-        )
+        cache: str | None = os.path.join(ctx.root, SLURM_VERSION_CACHE)
+    except ScrunError:
+        cache = None  # a root we may not use: ask srun, keep nothing
+    try:
+        return version_string(Slurm(ctx.site, ctx.slurm_conf, version_cache=cache).version())
     except ScrunError as exc:
         return f"unknown ({exc.message})"
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unknown ({exc})"
-    words = done.stdout.split()
-    return words[-1] if done.returncode == 0 and words else "unknown"
 
 
 def run(ctx: CommandContext, argv: Sequence[str]) -> int:
