@@ -83,6 +83,10 @@ def _timed_out(argv: Sequence[str], timeout: float) -> str:
     return f"{os.path.basename(argv[0])} did not finish in {timeout:g} s and was killed"
 
 
+def _cannot_run(program: str, exc: OSError) -> SlurmError:
+    return SlurmError(f"cannot run {program}: {reason(exc)}")
+
+
 def last_line(text: str) -> str:
     """The line of Slurm's output that says what went wrong, without the `salloc: ` noise."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
@@ -299,7 +303,7 @@ class Slurm:
         try:
             return subprocess.Popen(as_real_user(argv), env=dict(env), **kwargs)
         except OSError as exc:
-            raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc
+            raise _cannot_run(argv[0], exc) from exc
 
     def run(self, argv: Sequence[str], timeout: float | None = None) -> tuple[int, str, str]:
         """Run with plumbum to completion; returns (status, stdout, stderr), never raises on
@@ -314,7 +318,7 @@ class Slurm:
         except ProcessExecutionError as exc:  # pragma: no cover - retcode=None prevents it
             return int(exc.retcode or 1), str(exc.stdout), str(exc.stderr)
         except OSError as exc:
-            raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc
+            raise _cannot_run(argv[0], exc) from exc
         return int(code), out, err
 
     def run_direct(self, argv: Sequence[str], timeout: float | None = None) -> tuple[int, str, str]:
@@ -336,7 +340,7 @@ class Slurm:
         except subprocess.TimeoutExpired as exc:
             raise SlurmError(_timed_out(argv, timeout)) from exc
         except OSError as exc:
-            raise SlurmError(f"cannot run {argv[0]}: {reason(exc)}") from exc
+            raise _cannot_run(argv[0], exc) from exc
         return done.returncode, _text(done.stdout), _text(done.stderr)
 
     def version(self) -> SlurmVersion:
@@ -389,7 +393,7 @@ class Slurm:
         except OSError as exc:
             for fd in (messages, holder_input, answer):
                 os.close(fd)
-            raise SlurmError(f"cannot run {program}: {reason(exc)}") from exc
+            raise _cannot_run(program, exc) from exc
         finally:
             os.close(salloc_stdin)
             os.close(salloc_stdout)
