@@ -3,7 +3,8 @@ that `scrun create` waits for: the salloc that holds the container's job.
 
 `import subprocess` brings locale, re, threading, selectors, signal and enum: ~9 ms of
 every create on this path. os.posix_spawn starts the program, the child's pidfd tells when
-it has ended, waitpid reaps it; that is all the anchor needs of salloc.
+it has ended, waitpid reaps it; that is all the anchor needs of salloc. `ends_within` is
+that pidfd wait for any process (`scrun delete` waits so for an anchor, conmon's child).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ class Child:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.returncode: int | None = None  # as subprocess's: -N for signal N
-        self._pidfd: int | None = os.pidfd_open(pid)  # closed once it is reaped
+        self._pidfd = os.pidfd_open(pid)  # closed once it is reaped (returncode set)
 
     def poll(self) -> int | None:
         """Its exit code once it has ended, else None (without waiting)."""
@@ -34,18 +35,11 @@ class Child:
         wait as long as it takes)."""
         if self.returncode is not None:
             return self.returncode
-        if self._pidfd is not None and timeout is not None:
-            import select
-
-            poller = select.poll()
-            poller.register(self._pidfd, select.POLLIN)
-            if not poller.poll(timeout * 1000):
-                return None
+        if timeout is not None and not ends_within(self._pidfd, timeout):
+            return None
         _, status = os.waitpid(self.pid, 0)
         self.returncode = os.waitstatus_to_exitcode(status)
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
+        os.close(self._pidfd)
         return self.returncode
 
     def signal_group(self, signum: int) -> None:
@@ -55,6 +49,16 @@ class Child:
                 os.killpg(self.pid, signum)
             except ProcessLookupError:
                 pass
+
+
+def ends_within(pidfd: int, timeout: float) -> bool:
+    """Whether the process behind `pidfd` ends within `timeout` seconds: a pidfd becomes
+    readable the moment its process exits, so nothing polls at an interval."""
+    import select
+
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
 
 
 def spawn(

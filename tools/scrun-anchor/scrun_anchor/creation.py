@@ -111,8 +111,7 @@ class JobEnvironment:
         running (any more)."""
         if self._env is None:
             record = self._record or self.slurm.job_record(self.job_id)
-            if record.get("JobState") != "RUNNING":
-                raise SlurmError(f"job {self.job_id} is not running ({record.get('JobState')})")
+            require_running(self.job_id, record)
             self._env = jobenv.container_job_env(
                 slurm_part=jobenv.slurm_variables(record, cluster_name(self.slurm.slurm_conf)),
                 bundle=self.bundle,
@@ -310,8 +309,7 @@ class Creation:
             from scrunlib.ownership import check_job_owner  # only for a job we join
 
             check_job_owner(job_id, record)
-            if record.get("JobState") != "RUNNING":
-                raise SlurmError(f"job {job_id} is not running ({record.get('JobState')})")
+            require_running(job_id, record)
             state.nodes = record.get("NodeList")
             state.save(self.spool)
             return job_id, None, record
@@ -336,6 +334,12 @@ class Creation:
         if not self.pid_file:
             return
         write_atomically(self.pid_file, str(os.getpid()))
+
+
+def require_running(job_id: int, record: dict[str, str]) -> None:
+    """SlurmError naming the job's state unless its record says RUNNING."""
+    if record.get("JobState") != "RUNNING":
+        raise SlurmError(f"job {job_id} is not running ({record.get('JobState')})")
 
 
 def end_job(

@@ -15,6 +15,7 @@ from scrunlib import log
 from scrunlib.errors import ContainerNotFound
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.signals import SIGKILL, SIGTERM
+from scrunlib.spawn import ends_within
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, process_alive
 
@@ -46,11 +47,7 @@ def wait_gone(pid: int, start_time: int | None, timeout: float) -> bool:
     try:
         if not process_alive(pid, start_time):  # gone, its pid reused, before the pidfd
             return True
-        import select
-
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        return bool(poller.poll(timeout * 1000))
+        return ends_within(pidfd, timeout)
     finally:
         os.close(pidfd)
 
