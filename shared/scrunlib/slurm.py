@@ -176,11 +176,12 @@ def remote_command_argv(srun: str, job_id: int, script: str) -> list[str]:
 
 
 # What salloc runs for the container's life (salloc ends the job with its exit status):
-# print the job id once the nodes are ready, then wait for the container's status on stdin,
-# `N` (exit N) or `-N` (killed by signal N). EOF (the anchor died) leaves the job to `scrun
-# delete`. A job ended by Slurm (scancel, time limit) ends this shell and keeps its state.
+# print the job id and its nodes once they are ready, then wait for the container's status
+# on stdin, `N` (exit N) or `-N` (killed by signal N). EOF (the anchor died) leaves the job
+# to `scrun delete`. A job ended by Slurm (scancel, time limit) ends this shell and keeps its state.
 JOB_HOLDER = (
-    'echo "$SLURM_JOB_ID"; exec >/dev/null; read status || exec sleep 2147483647; '
+    'echo "$SLURM_JOB_ID $SLURM_JOB_NODELIST"; exec >/dev/null; '
+    "read status || exec sleep 2147483647; "
     'case $status in -*) kill -"${status#-}" $$ ;; esac; exit "$status"'
 )
 
@@ -215,8 +216,9 @@ class Allocation:
     """A job of our own, held by its salloc (our child) until `release` ends it with the
     container's exit status: COMPLETED 0:0, FAILED 3:0, FAILED 0:9 in Slurm's records."""
 
-    def __init__(self, salloc: Child, holder_input: int, job_id: int) -> None:
+    def __init__(self, salloc: Child, holder_input: int, job_id: int, nodes: str) -> None:
         self.salloc, self.job_id = salloc, job_id
+        self.nodes = nodes  # SLURM_JOB_NODELIST, "" when salloc did not say
         self._holder_input: int | None = holder_input  # JOB_HOLDER's stdin
 
     def held(self) -> bool:
@@ -406,8 +408,9 @@ class Slurm:
                 os.close(holder_input)
                 self._interrupt(salloc, container_id)
                 raise
-            if line.strip().isdigit():
-                return Allocation(salloc, holder_input, int(line))
+            job_id, _, nodes = line.strip().partition(" ")
+            if job_id.isdigit():
+                return Allocation(salloc, holder_input, int(job_id), nodes.strip())
             os.close(holder_input)
             salloc.wait()
             text = _text(os.pread(messages, 64 * 1024, 0))

@@ -91,7 +91,7 @@ def creation(site: Site, spool: Spool, bundle: Path) -> Creation:
 # the job with its exit status (here: written beside the script).
 FAKE_SALLOC = f"""#!/bin/sh
 while [ "$1" != "--" ]; do shift; done; shift
-SLURM_JOB_ID={JOB} "$@"; echo $? > "$0.status"
+SLURM_JOB_ID={JOB} SLURM_JOB_NODELIST=n1 "$@"; echo $? > "$0.status"
 """
 
 
@@ -205,6 +205,7 @@ def created(fp, site, spool, bundle) -> Iterator[Container]:
     expect_allocation(fp, site)
     container = Container(creation(site, spool, bundle).create())
     assert saved(spool).status == Status.CREATED and saved(spool).job_id == JOB
+    assert saved(spool).nodes == "n1"  # from salloc, when `created` is reported
     assert os.path.exists(spool.socket)
     yield container
     if container.allocation is not None:  # a test that did not stop it: end its salloc

@@ -95,7 +95,8 @@ FAKE_SALLOC = f"""#!{sys.executable}
 import os, subprocess, sys
 open(sys.argv[0] + ".args", "w").write(" ".join(sys.argv[1:]))
 command = sys.argv[sys.argv.index("--") + 1 :]
-code = subprocess.run(command, env={{**os.environ, "SLURM_JOB_ID": "77"}}).returncode
+job = {{"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "n[1-2]"}}
+code = subprocess.run(command, env={{**os.environ, **job}}).returncode
 status = f"signal {{-code}}" if code < 0 else f"exit {{code}}"
 open(sys.argv[0] + ".status", "w").write(status)
 """
@@ -109,7 +110,7 @@ def test_salloc_holds_the_job_until_released_with_the_exit_code(fp, slurm):
     cases = ((0, "exit 0"), (3, "exit 3"), (137, "signal 9"), (143, "signal 15"), (255, "exit 255"))
     for exit_code, recorded in cases:
         allocation = client.allocate("scrun", "c1", ["--time=2"])
-        assert allocation.job_id == 77
+        assert (allocation.job_id, allocation.nodes) == (77, "n[1-2]")
         assert "--time=2" in (Path(bindir) / "salloc.args").read_text()
         assert allocation.held()
         assert allocation.release(exit_code, timeout=10)

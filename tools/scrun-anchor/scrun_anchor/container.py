@@ -86,13 +86,9 @@ class Container:
         """Fetch the job environment now, while podman prepares `start` (which would wait
         for it otherwise); a failure is for `start` to report."""
         try:
-            env = self.job_env.get()
+            self.job_env.get()
         except SlurmError as exc:
             log.verbose(f"no job environment yet: {exc.message}")
-            return
-        if self.state.nodes is None:
-            self.state.nodes = env.get("SLURM_JOB_NODELIST")
-            self.state.save(self.spool)
 
     def _on_stop_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.stop_requested = signal.Signals(signum).name

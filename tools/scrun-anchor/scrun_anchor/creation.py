@@ -326,6 +326,7 @@ class Creation:
                 raise
             raise SlurmError(f"{exc.message} (job options: {', '.join(asked)})") from exc
         job_id = state.job_id = allocation.job_id
+        state.nodes = allocation.nodes or None
         undo.callback(end_job, self.slurm, state, job_id, allocation)
         state.save(self.spool)
         return job_id, allocation, None
