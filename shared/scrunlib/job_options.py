@@ -22,6 +22,7 @@ from scrunlib.errors import InvalidInput
 from scrunlib.log import ENV_VARIABLES as LOG_VARIABLES
 from scrunlib.log import LEVELS
 from scrunlib.lua.timestr import INVALID, UNLIMITED, time_str2mins
+from scrunlib.signals import SIGRTMAX
 from scrunlib.slurm_version import SlurmVersion, version_text
 
 TYPE_CHECKING = False
@@ -183,7 +184,6 @@ def _gpu_count(value: str) -> str:
 
 def _signal(value: str) -> str:
     import re
-    import signal
 
     match = re.fullmatch(r"(?:([A-Za-z]+):)?([^@]+)(?:@([0-9]+))?", value)
     if not match:
@@ -195,7 +195,7 @@ def _signal(value: str) -> str:
         raise ValueError(f"has an unknown prefix {prefix}: (only R: is possible)")
     number = _digits(name)
     if number is not None:
-        if not 1 <= number <= signal.SIGRTMAX:
+        if not 1 <= number <= SIGRTMAX:
             raise ValueError(f"names signal {number}, which does not exist")
     else:
         bare = name.upper().removeprefix("SIG")
