@@ -10,7 +10,8 @@ import os
 
 from scrunlib import leanjson, log
 from scrunlib.errors import InvalidInput, reason
-from scrunlib.files import write_atomically
+from scrunlib.files import remove_tree, write_atomically
+from scrunlib.spool import dir_name
 
 TYPE_CHECKING = False  # `scrun create` imports this: no typing or dataclasses at run time
 if TYPE_CHECKING:
@@ -181,6 +182,13 @@ def node_args(staged: Bundle) -> tuple[str, ...]:
     return (found, *staged.args[1:])
 
 
+def node_copy_dir(bundle_path: str, container_id: str) -> str:
+    """Where runnable_by_slurm writes the bundle slurmd runs when the given one will not do:
+    inside the bundle itself. The compute nodes can read it wherever they can read the
+    bundle; the runtime root (e.g. /run/user/<uid>/scrun) is the login host's own."""
+    return os.path.join(bundle_path, ".scrun-" + dir_name(container_id))
+
+
 def runnable_by_slurm(
     bundle_path: str, target_dir: str, *, node_pty: bool = False, config_file: str | None = None
 ) -> NodeBundle:
@@ -196,7 +204,12 @@ def runnable_by_slurm(
     same_root = os.path.realpath(own_rootfs) == os.path.realpath(staged.rootfs)
     if not node_pty and same_root and staged.own_config:
         return NodeBundle(staged.path, args)
-    os.makedirs(target_dir, mode=0o755, exist_ok=True)
+    try:
+        os.makedirs(target_dir, mode=0o755, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(
+            f"cannot write the bundle the nodes run in {target_dir}: {reason(exc)}"
+        ) from exc
     config = dict(staged.config)
     config["root"] = {**config["root"], "path": staged.rootfs}
     # The caller's cgroup (podman's libpod-<id>) means nothing on a compute node, and tasks
@@ -215,3 +228,10 @@ def runnable_by_slurm(
         os.unlink(link)
     os.symlink(staged.rootfs, link)
     return NodeBundle(target_dir, args)
+
+
+def remove_node_copy(node_bundle: NodeBundle, bundle_path: str) -> None:
+    """Remove what runnable_by_slurm wrote for `bundle_path`, if anything (before stage-out:
+    it lives inside the staged bundle)."""
+    if os.path.normpath(node_bundle.path) != os.path.normpath(bundle_path):
+        remove_tree(node_bundle.path)

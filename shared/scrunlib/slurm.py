@@ -157,15 +157,18 @@ def exec_argv(srun: str, job_id: int, node: str, command: str, *, pty: bool) -> 
     return [*argv, "--", "/bin/sh", "-c", command]
 
 
-def remote_command_argv(srun: str, job_id: int, script: str) -> list[str]:
-    """`slurm.remote_command`: the script on every node of the job, one task each."""
+def remote_command_argv(
+    srun: str, job_id: int, script: str, job_name: str = "lua-command"
+) -> list[str]:
+    """`slurm.remote_command` (and scrunlib.nodecheck's check): the script on every node
+    of the job, one task each."""
     return [
         srun,
         "--jobid",
         str(job_id),
         "--quiet",
         "--job-name",
-        "lua-command",
+        job_name,
         "--ntasks-per-node=1",
         "--overlap",
         "--",

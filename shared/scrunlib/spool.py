@@ -109,10 +109,6 @@ class Spool:
     def stage_file(self) -> str:
         return os.path.join(self.path, "stage.json")
 
-    @property
-    def bundle_dir(self) -> str:
-        return os.path.join(self.path, "bundle")
-
     def create(self) -> None:
         """Make the directory (0700), failing if the id is already in use."""
         make_root(self.root)

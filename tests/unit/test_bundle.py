@@ -84,6 +84,44 @@ def test_slurm_runnable_bundle_links_rootfs(tmp_path):
     assert written["linux"] == {"namespaces": []}  # the caller's cgroup is not the node's
 
 
+def test_the_nodes_copy_lives_in_the_bundle_and_goes_with_remove_node_copy(tmp_path):
+    """Not in the runtime root (/run/user/<uid>/scrun): the nodes are other hosts and read
+    only what they read of the bundle itself."""
+    source = tmp_path / "podman"
+    source.mkdir()
+    (tmp_path / "merged").mkdir()
+    config = json.loads(json.dumps(GOOD))
+    config["root"]["path"] = str(tmp_path / "merged")
+    write(source, config)
+    target = bundles.node_copy_dir(str(source), "ctr-1")
+    assert os.path.dirname(target) == str(source)
+    assert bundles.node_copy_dir(str(source), "ctr-2") != target
+    node_bundle = bundles.runnable_by_slurm(str(source), target)
+    assert node_bundle.path == target and os.path.isfile(os.path.join(target, "config.json"))
+    bundles.remove_node_copy(node_bundle, str(source))
+    assert sorted(os.listdir(source)) == ["config.json"]
+
+
+def test_remove_node_copy_keeps_a_bundle_used_as_it_is(tmp_path):
+    (tmp_path / "rootfs").mkdir()
+    path = write(tmp_path, GOOD)
+    node_bundle = bundles.runnable_by_slurm(path, bundles.node_copy_dir(path, "c"))
+    bundles.remove_node_copy(node_bundle, path + "/")
+    assert (tmp_path / "rootfs").is_dir() and (tmp_path / "config.json").is_file()
+
+
+def test_an_unwritable_bundle_is_one_clear_error(tmp_path):
+    source = tmp_path / "podman"
+    source.mkdir()
+    config = json.loads(json.dumps(GOOD))
+    config["root"]["path"] = str(tmp_path)
+    write(source, config)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(InvalidInput, match="cannot write the bundle the nodes run in"):
+        bundles.runnable_by_slurm(str(source), str(blocker / "sub"))
+
+
 def test_bundle_with_its_own_rootfs_is_used_as_is(tmp_path):
     (tmp_path / "rootfs").mkdir()
     path = write(tmp_path, GOOD)

@@ -21,9 +21,10 @@ import subprocess
 import time
 from types import FrameType
 
-from scrunlib import log, procio, protocol
+from scrunlib import log, nodecheck, procio, protocol
+from scrunlib.bundle import remove_node_copy
 from scrunlib.errors import ScrunError, SlurmError, StateError
-from scrunlib.slurm import StepCommand, step_argv
+from scrunlib.slurm import StepCommand, remote_command_argv, step_argv
 from scrunlib.state import Status, process_start_time, shell_exit_code
 
 from scrun_anchor.creation import Created, close_server, end_job
@@ -48,6 +49,7 @@ class Container:
         self.pty_slave, self.staging = created.pty_slave, created.staging
         self.clock = created.clock
         self.step: subprocess.Popen[bytes] | None = None
+        self.step_started = 0.0  # time.monotonic() when the step was started
         self.stop_requested: str | None = None
         self.exit_code = 0
 
@@ -153,6 +155,7 @@ class Container:
         }
         log.verbose(f"starting step: {' '.join(argv)}")
         self.step = self.slurm.popen(argv, env, **procio.srun_stdio(self.pty_slave))
+        self.step_started = time.monotonic()
         if self.pty_slave is not None:
             os.close(self.pty_slave)
             self.pty_slave = None
@@ -193,9 +196,12 @@ class Container:
             log.info(f"stopping container {state.id}: {self.stop_requested}")
         if self.exit_code != 0:
             self._report_job_end()
+            if self._failed_at_launch():
+                self._explain_failed_launch()
         state.exit_code = self.exit_code
         state.transition(Status.STOPPED)
         state.save(self.spool)
+        remove_node_copy(self.run_bundle, state.bundle)
         if self.staging is not None:
             with self.clock.phase("stage-out"):
                 self.staging.stage_out()
@@ -245,6 +251,41 @@ class Container:
         if job_state in ("TIMEOUT", "CANCELLED", "FAILED", "NODE_FAIL", "PREEMPTED", "DEADLINE"):
             state.error = f"job {self.job_id} ended by Slurm: {job_state}"
             log.error(state.error)
+
+    def _failed_at_launch(self) -> bool:
+        """The step failed so soon after its start that it may never have launched (and
+        neither Slurm nor a stop request ended it)."""
+        return (
+            self.step is not None
+            and self.stop_requested is None
+            and self.state.error is None
+            and time.monotonic() - self.step_started < nodecheck.LAUNCH_WINDOW
+        )
+
+    def _explain_failed_launch(self) -> None:
+        """Say in one line what the job's nodes cannot see, when that is why the step
+        failed (scrunlib.nodecheck)."""
+        state = self.state
+        oci_conf = os.path.join(os.path.dirname(self.slurm.slurm_conf), "oci.conf")
+        try:
+            with open(oci_conf, encoding="utf-8", errors="replace") as stream:
+                runtime_dir = nodecheck.uses_runtime_dir(stream.read())
+        except OSError:
+            runtime_dir = False
+        script = nodecheck.check_script(self.run_bundle.path, state.rootfs, runtime_dir=runtime_dir)
+        argv = remote_command_argv(self.slurm.path("srun"), self.job_id, script, "scrun-check")
+        try:
+            _, output, _ = self.slurm.run_direct(argv, timeout=self.site.step_grace + 10)
+        except SlurmError as exc:
+            log.verbose(f"could not check the nodes: {exc.message}")
+            return
+        message = nodecheck.diagnosis(output, self.run_bundle.path, state.rootfs)
+        if message is not None:
+            state.error = message
+            log.error(message)
+            # the one line the user sees, after srun's own: on the container's stderr,
+            # which podman and docker show (our log lines go to the logs, not there)
+            os.write(2, f"scrun: error: {message}\n".encode(errors="backslashreplace"))
 
 
 def _drain(fd: int) -> None:

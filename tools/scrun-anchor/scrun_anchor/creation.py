@@ -267,13 +267,21 @@ class Creation:
                 staging = ContainerStaging(stager, context, self.spool, self.slurm_conf)
                 undo.callback(staging.stage_out)  # also after a failed stage-in
                 state.bundle, state.rootfs = staging.stage_in()
-            run_bundle = bundles.runnable_by_slurm(
-                state.bundle,
-                self.spool.bundle_dir,
-                node_pty=self.bundle.terminal and not runtime_makes_terminal(version),
-                # not staged elsewhere: crun's --config file, when given, is what runs
-                config_file=self.bundle.config_file if state.bundle == self.bundle.path else None,
-            )
+            if state.bundle != self.bundle.path and not os.path.isdir(state.bundle):
+                # staged where only the nodes see it (their local disks): they run it as
+                # scrun.lua made it; the program is looked up in the rootfs it copied
+                log.verbose(f"staged bundle {state.bundle} is not on this host: run as staged")
+                run_bundle = bundles.NodeBundle(state.bundle, bundles.node_args(self.bundle))
+            else:
+                run_bundle = bundles.runnable_by_slurm(
+                    state.bundle,
+                    bundles.node_copy_dir(state.bundle, state.id),
+                    node_pty=self.bundle.terminal and not runtime_makes_terminal(version),
+                    # not staged elsewhere: crun's --config file, when given, is what runs
+                    config_file=self.bundle.config_file
+                    if state.bundle == self.bundle.path
+                    else None,
+                )
         state.transition(Status.CREATED)
         state.save(self.spool)
         self._write_pid_file()
