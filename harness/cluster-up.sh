@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # harness/cluster-up.sh [DIR] -- bring up the project's private test cluster:
-# munged + slurmctld + one slurmd per node (Slurm 22.05 or 24.11, all as root on 127.0.0.1,
-# no systemd, no accounting), container support through oci.conf -> crun, and podman
-# with a private containers.conf and a local busybox image (no registry needed).
+# munged + slurmctld on this host (the login host) and compute nodes n1, n2 that are other
+# hosts as far as files go: each slurmd in its own mount and UTS namespaces (harness/node.sh:
+# own hostname, own /run, /tmp, /var/tmp, /var/lib/containers; shared with the login host
+# only the homes, the scratch dir DIR/shared and what Slurm needs). Slurm 22.05 or 24.11,
+# all as root on 127.0.0.1, no systemd, no accounting; container support through oci.conf ->
+# crun; podman with a private containers.conf and a local busybox image (no registry), and
+# docs/scrun-lua/shared-scratch.lua beside slurm.conf, staging containers into DIR/shared.
 #
 # DIR: first argument, else $SCRUN_CLUSTER_DIR, else /tmp/scrun-cluster.
 # Env knobs (all optional):
-#   SLURMCTLD_PORT (6817)  SLURMD_PORT (6818; extra node K listens on SLURMD_PORT+K)
-#   SLURM_EXTRA_NODES (1)  extra nodes n1..nK, each its own `slurmd -N nK`, so tests can
-#                          run 2-node jobs
+#   SLURMCTLD_PORT (6817)  SLURMD_PORT (6818; node nK listens on SLURMD_PORT+K-1)
+#   SLURM_NODES (2)        compute nodes n1..nK, each its own `slurmd -N nK` in its own
+#                          namespaces, so tests can run 2-node jobs
 #   SLURM_NODE_CPUS (8)    CPUs advertised per node (more than real is allowed)
 #   SCRUN_TEST_USER, SCRUN_TEST_USER2  the two unprivileged test users (default scruntest,
 #                          scruntest2; made by harness/test-users.sh)
@@ -20,9 +24,10 @@
 # Idempotent: a re-run with the same config changes nothing and returns in well under
 # a second; a changed config restarts the daemons. Progress goes to stderr; stdout gets
 # the `export ...` lines (same as harness/env.sh), also written to DIR/env.sh.
-# Layout: DIR/etc (slurm.conf cgroup.conf oci.conf plugstack.conf munge.key)  DIR/log
-#         DIR/run (pid files, munge socket)  DIR/state  DIR/spool/<node>  DIR/oci
-#         DIR/bundles/busybox  DIR/containers (containers.conf, rootfs tarball)
+# Layout: DIR/etc (slurm.conf cgroup.conf oci.conf plugstack.conf scrun.lua munge.key)
+#         DIR/log  DIR/run (pid files, munge socket)  DIR/state  DIR/spool/<node>
+#         DIR/shared (the nodes' shared scratch: SCRUN_SHARED_DIR; bundles/busybox)
+#         DIR/containers (containers.conf, rootfs tarball)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cluster_paths "${1:-}"
@@ -31,7 +36,7 @@ NODE="$(hostname -s)"
 CPUS="${SLURM_NODE_CPUS:-8}"
 CTLD_PORT="${SLURMCTLD_PORT:-6817}"
 SLURMD_PORT="${SLURMD_PORT:-6818}"
-EXTRA="${SLURM_EXTRA_NODES:-1}"
+NODES="${SLURM_NODES:-2}"
 
 log() { echo "[cluster-up] $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -40,11 +45,12 @@ die() { log "ERROR: $*"; exit 1; }
 "$HARNESS/install-deps.sh"
 
 # ------------------------------------------------------------------ dirs
-mkdir -p "$ETC" "$LOG" "$RUN/munge" "$STATE" "$SPOOL" "$OCIROOT"
+mkdir -p "$ETC" "$LOG" "$RUN/munge" "$STATE" "$SPOOL" "$SHARED"
 chmod 755 "$D" "$ETC" "$LOG" "$RUN" "$STATE" "$SPOOL"
 chmod 755 "$RUN/munge"    # munged refuses a group/other-writable socket dir
-chmod 1777 "$OCIROOT"     # crun --root of every job user: OCIROOT/<uid> (see oci.conf)
-install -d -m 700 "$OCIROOT/0"
+chmod 1777 "$SHARED"      # every user stages into it (like a site's /scratch)
+# the old shared-everything layout's dirs (crun roots, bundles): not used any more
+rm -rf "$D/oci" "$D/bundles"
 # job users (uid != 0) must be able to traverse every parent of DIR
 p="$D"; while [ "$p" != / ]; do p="$(dirname "$p")"; [ -x "$p" ] || chmod o+x "$p"; done
 
@@ -108,19 +114,19 @@ if [ ! -x "$BUNDLE/rootfs/bin/busybox" ] || [ ! -s "$BUNDLE/config.json" ]; then
 }
 EOF
   mv "$BUNDLE/config.json.new" "$BUNDLE/config.json"   # written last: marks the bundle complete
-  chmod -R a+rX "$D/bundles"
+  chmod -R a+rX "$SHARED/bundles"
 fi
 
 # ------------------------------------------------------------------ configs
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 
-extra_nodes_conf=""
-all_nodes="$NODE"
-for ((i = 1; i <= EXTRA; i++)); do
-  # An extra slurmd binds the address its hostname resolves to, so every node needs
-  # NodeAddr=127.0.0.1 and its own port (127.0.0.2 etc. did not work).
-  extra_nodes_conf+="NodeName=n$i NodeHostname=$NODE NodeAddr=127.0.0.1 Port=$((SLURMD_PORT + i)) CPUs=$CPUS State=UNKNOWN"$'\n'
-  all_nodes+=",n$i"
+nodes_conf=""
+all_nodes=""
+for ((i = 1; i <= NODES; i++)); do
+  # Every slurmd binds 127.0.0.1 (the network is the login host's), each its own port
+  # (127.0.0.2 etc. did not work).
+  nodes_conf+="NodeName=n$i NodeHostname=n$i NodeAddr=127.0.0.1 Port=$((SLURMD_PORT + i - 1)) CPUs=$CPUS State=UNKNOWN"$'\n'
+  all_nodes+="${all_nodes:+,}n$i"
 done
 
 # No JobAcctGatherType, AccountingStorageType, JobCompType, SwitchType: their defaults are
@@ -162,8 +168,7 @@ MailProg=/bin/true
 CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
 SlurmctldTimeout=60
 SlurmdTimeout=300
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
-${extra_nodes_conf}PartitionName=debug Nodes=$all_nodes Default=YES MaxTime=INFINITE State=UP
+${nodes_conf}PartitionName=debug Nodes=$all_nodes Default=YES MaxTime=INFINITE State=UP
 PartitionName=second Nodes=$all_nodes MaxTime=INFINITE State=UP
 EOF
 
@@ -185,9 +190,9 @@ EOF
 #  * RunTimeQuery prints {} once the container is gone, so slurmstepd's cleanup does not
 #    print "_try_parse: JSON parsing error" (into the job's output file for batch jobs).
 #  * a literal % must be written %% (an unknown %X is fatal in slurmstepd).
-#  * crun's --root is per user, under DIR/oci (%U is not a 22.05 pattern; the shell's
-#    $(id -u %u) is), so one user's container state is out of another's reach. Not
-#    $(id -u): Slurm 24.11 runs the step cleanup (Query, Kill, Delete) as root.
+#  * crun's --root is per user, the node's /run/user/<uid>/crun (%U is not a 22.05 pattern;
+#    the shell's $(id -u %u) is), so one user's container state is out of another's reach.
+#    Not $(id -u): Slurm 24.11 runs the step cleanup (Query, Kill, Delete) as root.
 #  * Query, Kill and Delete act on EVERY container of the step when the task id is -1:
 #    Slurm 24.11 runs its step cleanup only with task id -1 (22.05 also with the real
 #    ones), so `crun state <name>.-1` finds nothing, Delete is never run, and a container
@@ -198,7 +203,7 @@ EOF
 #    was still creating the container leaves a directory without crun's status file, which
 #    `crun list`/`state`/`delete` do not handle. At cleanup nothing of the step runs any
 #    more, so Query removes such a directory, and Delete removes what crun cannot delete.
-R="$OCIROOT/\$(id -u %u)"
+R="/run/user/\$(id -u %u)/crun"
 C="crun --rootless=true --root=$R"
 # each: the step's containers that this call is about, as \$c (sh code)
 each="s=%n.%u.%j.%s. t=%t; for c in \$(ls $R 2>/dev/null); do case \$t:\$c in -1:\$s*|*:\$s\$t)"
@@ -209,10 +214,19 @@ RunTimeDelete="$each $C delete --force \$c 2>/dev/null || rm -rf $R/\$c;; esac; 
 RunTimeRun="exec $C run --bundle %b %n.%u.%j.%s.%t"
 EOF
 
+# scrun.lua: docs/scrun-lua/shared-scratch.lua with `scratch` set to the shared scratch dir,
+# as a site installs it: podman's and docker's bundles, which only this host sees, reach
+# the nodes through it.
+sed "s|^local scratch = \"/scratch\"\$|local scratch = \"$SHARED\"|" \
+  "$REPO/docs/scrun-lua/shared-scratch.lua" >"$tmp/scrun.lua"
+grep -q "^local scratch = \"$SHARED\"\$" "$tmp/scrun.lua" || die "docs/scrun-lua/shared-scratch.lua: no scratch line"
+
 changed=0
-for f in slurm.conf cgroup.conf plugstack.conf oci.conf; do
+for f in slurm.conf cgroup.conf plugstack.conf oci.conf scrun.lua; do
   if ! cmp -s "$tmp/$f" "$ETC/$f"; then
-    install -m 644 "$tmp/$f" "$ETC/$f"; changed=1; log "wrote $ETC/$f"
+    install -m 644 "$tmp/$f" "$ETC/$f"; log "wrote $ETC/$f"
+    # scrun reads scrun.lua at each create; the daemons never do
+    [ "$f" = scrun.lua ] || changed=1
   fi
 done
 export SLURM_CONF="$ETC/slurm.conf"
@@ -262,24 +276,19 @@ if ! alive "$RUN/ourpid.slurmctld" slurmctld; then
 fi
 
 # ------------------------------------------------------------------ slurmd(s)
-# With no slurmd running no container step runs either: whatever crun state is under the
-# oci.conf root was left by an earlier run (a daemon killed, a machine reused) and would
-# show up as a leftover of the next test. Remove it, keeping the per-user root dirs.
-if ! alive "$RUN/ourpid.slurmd-$NODE" slurmd; then
-  find "$OCIROOT" -mindepth 1 -maxdepth 1 ! -regex '.*/[0-9]+' -exec rm -rf {} +
-  find "$OCIROOT" -mindepth 2 -maxdepth 2 -exec rm -rf {} +
-fi
+# Each node in namespaces of its own (harness/node.sh): a node that starts has an empty
+# /run, so no crun state of an earlier run is left on it.
 start_slurmd() { # start_slurmd <nodename>
   local n="$1"
   mkdir -p "$SPOOL/$n"
   if ! alive "$RUN/ourpid.slurmd-$n" slurmd; then
-    log "starting slurmd -N $n"
-    setsid slurmd -D -N "$n" -f "$ETC/slurm.conf" </dev/null >>"$LOG/slurmd-$n.out" 2>&1 &
+    log "starting node $n (slurmd -N $n in its own mount and UTS namespaces)"
+    setsid unshare --mount --uts --propagation private -- "$HARNESS/node.sh" "$D" "$n" \
+      </dev/null >>"$LOG/slurmd-$n.out" 2>&1 &
     echo $! >"$RUN/ourpid.slurmd-$n"
   fi
 }
-start_slurmd "$NODE"
-for ((i = 1; i <= EXTRA; i++)); do start_slurmd "n$i"; done
+for ((i = 1; i <= NODES; i++)); do start_slurmd "n$i"; done
 
 node_ready() {
   local st; st="$(sinfo -h -N -n "$1" -o %t 2>/dev/null | head -1)"
@@ -305,6 +314,15 @@ log "slurm up: $(sinfo -h -o '%P %a %D %t %N' | tr '\n' ';')"
 [ "${SKIP_PODMAN:-0}" = 1 ] || "$HARNESS/podman-setup.sh" "$D"
 "$HARNESS/test-users.sh" "$D"
 
+# /run/user/<uid> on every node for root and the test users (crun's --root is below it)
+test_users=(root)
+for f in "$ETC/test-user" "$ETC/test-user2"; do [ -s "$f" ] && test_users+=("$(cat "$f")"); done
+while read -r n pid; do
+  for u in "${test_users[@]}"; do
+    node_runtime_dir "$pid" "$u" || die "node $n: cannot make /run/user of $u"
+  done
+done < <(node_pids)
+
 # ------------------------------------------------------------------ scrun site config
 # podman runs the runtime with an almost empty environment (no SLURM_CONF, sometimes no
 # PATH), so scrun reads <sys.prefix>/etc/scrun/scrun.toml; for the venv that is here.
@@ -315,7 +333,7 @@ if [ -x "$VENV/bin/python" ]; then
 slurm_conf = "$ETC/slurm.conf"
 bin_dir = "$(dirname "$(command -v srun)")"
 # oci.conf's RunTimeQuery here is a loop over the step's containers: say how exec enters one
-exec_command = "crun --rootless=true --root=$OCIROOT/\$(id -u) exec %o %n.%u.%j.%s.%t"
+exec_command = "crun --rootless=true --root=/run/user/\$(id -u)/crun exec %o %n.%u.%j.%s.%t"
 EOF
   if ! cmp -s "$tmp/scrun.toml" "$VENV/etc/scrun/scrun.toml"; then
     install -m 644 "$tmp/scrun.toml" "$VENV/etc/scrun/scrun.toml"

@@ -24,7 +24,8 @@ emit SCRUN_CLUSTER_DIR "$D"
 emit MUNGE_SOCKET "$MUNGE_SOCK"
 emit CONTAINERS_CONF "$CTR/containers.conf"
 emit SCRUN_TEST_BUNDLE "$BUNDLE"
-emit SCRUN_OCI_ROOT "$OCIROOT"
+# the scratch dir the compute nodes share with this host (scrun.lua stages into it)
+emit SCRUN_SHARED_DIR "$SHARED"
 # the private dockerd (harness/docker-up.sh; the docker tests start and stop it themselves)
 emit DOCKER_HOST "unix://$D/docker/docker.sock"
 # the two unprivileged users with rootless podman (harness/test-users.sh)

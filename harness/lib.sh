@@ -2,7 +2,7 @@
 # harness/lib.sh -- sourced by the harness scripts (not executable on its own).
 # One place for the cluster layout, so cluster-up, cluster-down and env.sh agree.
 #
-#   cluster_paths [DIR]   sets D ETC LOG RUN STATE SPOOL OCIROOT MUNGE_SOCK BUNDLE CTR
+#   cluster_paths [DIR]   sets D ETC LOG RUN STATE SPOOL SHARED MUNGE_SOCK BUNDLE CTR
 #                         REPO VENV (DIR default: $SCRUN_CLUSTER_DIR or /tmp/scrun-cluster)
 
 HARNESS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -17,9 +17,9 @@ cluster_paths() {
   mkdir -p "$D"
   D="$(cd "$D" && pwd -P)"
   ETC="$D/etc"; LOG="$D/log"; RUN="$D/run"; STATE="$D/state"; SPOOL="$D/spool"
-  OCIROOT="$D/oci"                       # crun --root of the Slurm container steps
+  SHARED="$D/shared"                     # the scratch filesystem the nodes share
   MUNGE_SOCK="$RUN/munge/munge.socket.2"
-  BUNDLE="$D/bundles/busybox"            # ready-made OCI bundle for srun --container
+  BUNDLE="$SHARED/bundles/busybox"       # ready-made OCI bundle for srun --container
   CTR="$D/containers"                    # private podman config (containers.conf)
 }
 
@@ -76,4 +76,24 @@ runtime_supports_nocgroup = ["crun", "scrun"]
 [engine.runtimes]
 scrun = ["$VENV/bin/scrun"]
 EOF
+}
+
+# node_pids: "NODE PID" of each running compute node (slurmd in its own namespaces,
+# harness/node.sh); needs cluster_paths.
+node_pids() {
+  local pf n
+  for pf in "$RUN"/ourpid.slurmd-*; do
+    [ -e "$pf" ] || continue
+    n="${pf##*/ourpid.slurmd-}"
+    alive "$pf" slurmd && echo "$n $(cat "$pf")"
+  done
+}
+
+# node_runtime_dir PID USER: /run/user/<uid> of USER on the node whose slurmd is PID, owned
+# by the user, 0700, as a site's tmpfiles rule or `loginctl enable-linger` makes it
+# (crun's --root in oci.conf is below it). Idempotent.
+node_runtime_dir() {
+  local pid="$1" user="$2" uid gid
+  uid="$(id -u "$user")"; gid="$(id -g "$user")"
+  nsenter --target "$pid" --mount -- install -d -m 700 -o "$uid" -g "$gid" "/run/user/$uid"
 }

@@ -2,10 +2,10 @@
 # harness/rootless-docker.sh up|down USER [DIR] -- a rootless dockerd (rootlesskit) of USER,
 # with the runtime `scrun`, as upstream documents for docker with scrun:
 #   * rootlesskit --net=host (DOCKERD_ROOTLESS_ROOTLESSKIT_NET=host): no slirp4netns needed,
-#     and scrun reaches slurmctld; no port driver; the vfs storage driver (a plain directory
-#     the nodes can read, as no scrun.lua stages it here)
-#   * data root ~/.local/share/scrun-test-docker, exec root and socket under /run/user/<uid>
-#     (scrun's state for it: <exec root>/runtime-runc/moby), log beside the data root
+#     and scrun reaches slurmctld; no port driver; the vfs storage driver (plain directories)
+#   * data root /var/tmp/scrun-storage/<user>-docker on this host's local disk (the nodes get
+#     containers through scrun.lua's staging), exec root and socket under /run/user/<uid>
+#     (scrun's state for it: <exec root>/runtime-runc/moby), log in DIR/log
 #   * localhost/busybox:latest imported from the harness's busybox tarball
 # Prints `export DOCKER_HOST=unix://...` on stdout. `down` stops exactly the dockerd pid
 # recorded in DIR/run/ourpid.rootless-docker-USER (TERM, KILL after 30 s): dockerd stops its
@@ -19,7 +19,7 @@ log() { echo "[rootless-docker] $*" >&2; }
 
 uid="$(id -u "$user")"
 home="$(getent passwd "$user" | cut -d: -f6)"
-data="$home/.local/share/scrun-test-docker"
+data="/var/tmp/scrun-storage/$user-docker"
 exec_root="/run/user/$uid/scrun-test-docker"
 sock="/run/user/$uid/scrun-test-docker.sock"
 pidfile="$RUN/ourpid.rootless-docker-$user"
@@ -60,7 +60,8 @@ EOF
   if ! alive "$pidfile" dockerd; then
     local script
     script="$(rootless_script)"
-    as_user mkdir -p "$data"
+    install -d -m 755 /var/tmp/scrun-storage
+    install -d -m 700 -o "$uid" -g "$(id -g "$user")" "$data"
     log "starting rootless dockerd of $user"
     as_user env DOCKERD_ROOTLESS_ROOTLESSKIT_NET=host DOCKERD_ROOTLESS_ROOTLESSKIT_PORT_DRIVER=none \
       setsid "$script" --config-file "$conf" --data-root "$data" --exec-root "$exec_root" \

@@ -2,10 +2,12 @@
 # harness/test-users.sh [DIR] -- the two unprivileged test users and their rootless podman:
 #   * users SCRUN_TEST_USER (default scruntest) and SCRUN_TEST_USER2 (default scruntest2),
 #     created when missing, each with its own /etc/subuid and /etc/subgid range
-#   * /run/user/<uid>, owned by the user, mode 0700 (there is no logind to make it): rootless
-#     podman keeps its runtime state there, crun on the nodes its --root, and scrun its spool
+#   * /run/user/<uid> on this (login) host, owned by the user, mode 0700 (there is no logind
+#     to make it): rootless podman keeps its runtime state there, and scrun its spool
+#     (cluster-up.sh makes the nodes' own /run/user/<uid>, crun's --root there)
 #   * ~/.config/containers/containers.conf registering the runtime `scrun` (this checkout's
-#     .venv/bin/scrun), and storage.conf with the vfs driver; /etc/containers is never touched
+#     .venv/bin/scrun), and storage.conf with the vfs driver and the image store on this
+#     host's local disk (/var/tmp/scrun-storage/<user>); /etc/containers is never touched
 #   * localhost/busybox:latest in each user's own (rootless) image store
 # Writes DIR/etc/test-user and DIR/etc/test-user2 (harness/env.sh exports them).
 # Idempotent; called by cluster-up.sh after podman-setup.sh. Everything is a function of its
@@ -50,14 +52,22 @@ private_dir() {
 }
 
 # ensure_runtime_dirs NAME: /run/user/<uid>, as logind would make it at login, and the
-# user's crun --root on the nodes (oci.conf), before another user could take its name.
+# user's image store (storage.conf's graphroot) on this host's local disk, before another
+# user could take their names.
 ensure_runtime_dirs() {
   local name="$1" uid
   uid="$(id -u "$name")"
-  mkdir -p /run/user
-  chmod 755 /run/user
+  mkdir -p /run/user /var/tmp/scrun-storage
+  chmod 755 /run/user /var/tmp/scrun-storage
   private_dir "$name" "/run/user/$uid"
-  private_dir "$name" "$OCIROOT/$uid"
+  private_dir "$name" "$(user_graphroot "$name")"
+}
+
+# user_graphroot NAME: the user's rootless image store. Not in the home directory, which
+# the nodes share: at a site podman storage lives on the login node's local disk (podman
+# storage on NFS is troublesome), and the nodes see containers only through scrun.lua.
+user_graphroot() {
+  echo "/var/tmp/scrun-storage/$1"
 }
 
 # as_user NAME CMD...: CMD as NAME with a login-like environment (no logind here).
@@ -83,11 +93,12 @@ user_containers_conf() {
     >"$conf.new"
   chown "$name:" "$conf.new"
   if cmp -s "$conf.new" "$conf"; then rm -f "$conf.new"; else mv "$conf.new" "$conf"; log "wrote $conf"; fi
-  # vfs: each container's rootfs is a plain directory that the nodes (this machine) can
-  # read, so containers run without a scrun.lua. (podman 4.3 without fuse-overlayfs picks
-  # vfs anyway; newer podman would pick overlay, which only podman's namespace can see.)
+  # vfs: each container's rootfs is a plain directory (podman 4.3 without fuse-overlayfs
+  # picks vfs anyway; newer podman would pick overlay, which only podman's namespace can
+  # see), on this host's local disk: the nodes get it through scrun.lua's staging.
   conf="$home/.config/containers/storage.conf"
-  printf '# written by harness/test-users.sh\n[storage]\ndriver = "vfs"\n' >"$conf.new"
+  printf '# written by harness/test-users.sh\n[storage]\ndriver = "vfs"\ngraphroot = "%s"\n' \
+    "$(user_graphroot "$name")" >"$conf.new"
   chown "$name:" "$conf.new"
   if cmp -s "$conf.new" "$conf"; then rm -f "$conf.new"; else mv "$conf.new" "$conf"; log "wrote $conf"; fi
 }

@@ -296,23 +296,46 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
                 for d in sorted(root.iterdir())
                 if d.is_dir() and not _spool_dir_of_other_checkout(d)
             ]
-    # crun's state of the container steps (the oci.conf runtime root, one per job user:
-    # <root>/<uid>/<container>): Slurm's step cleanup must have deleted it, also after
-    # scancel or a time limit
-    oci_root = Path(env.get("SCRUN_OCI_ROOT", "/nonexistent"))
-    for user_root in sorted(oci_root.glob("[0-9]*")):
-        problems += [
-            f"container state left in {user_root}: {d.name}"
-            for d in sorted(user_root.iterdir())
-            if not d.name.startswith(".")  # crun's .cache
-        ]
+    # crun's state of the container steps (oci.conf's runtime root on each node, one per
+    # job user: /run/user/<uid>/crun/<container>): Slurm's step cleanup must have deleted
+    # it, also after scancel or a time limit
+    for node, root in node_roots(env).items():
+        for user_root in sorted((root / "run" / "user").glob("[0-9]*/crun")):
+            problems += [
+                f"container state left on {node} in {user_root.relative_to(root)}: {d.name}"
+                for d in sorted(user_root.iterdir())
+                if not d.name.startswith(".")  # crun's .cache
+            ]
+    # what scrun.lua staged into the shared scratch dir (<dir>/<uid>/scrun/<id> for the
+    # cluster's docs/scrun-lua/shared-scratch.lua, <dir>/<uid>/slurm/scrun/<id> for the man
+    # page's examples): their stage-out removes it
+    shared = Path(env.get("SCRUN_SHARED_DIR", "/nonexistent"))
+    problems += [
+        f"staged copy left in the shared dir: {d}"
+        for pattern in ("[0-9]*/scrun/*", "[0-9]*/slurm/scrun/*")
+        for d in sorted(shared.glob(pattern))
+    ]
     return problems
+
+
+def node_roots(env: Mapping[str, str]) -> dict[str, Path]:
+    """Each compute node's `/` as this host sees it: `/proc/<slurmd pid>/root`, whose paths
+    resolve in the node's own mount namespace (harness/node.sh)."""
+    run = Path(env["SCRUN_CLUSTER_DIR"]) / "run"
+    roots = {}
+    for pidfile in sorted(run.glob("ourpid.slurmd-*")):
+        try:
+            pid = int(pidfile.read_text())
+        except (OSError, ValueError):
+            continue
+        roots[pidfile.name.removeprefix("ourpid.slurmd-")] = Path(f"/proc/{pid}/root")
+    return roots
 
 
 def assert_no_leftovers(env: Mapping[str, str], timeout: float = 10.0) -> None:
     """No job of scrun's (tagged with a container id) in squeue, no scrun-anchor process, no
     container directory in the default spool root, no container state in the oci.conf
-    runtime root. Polls up to `timeout` s: podman's
+    runtime root of any node, no staged copy in the shared dir. Polls up to `timeout` s: podman's
     cleanup (conmon's exit command) and Slurm's job completion run after podman returns."""
     deadline = time.monotonic() + timeout
     while True:
@@ -332,6 +355,38 @@ def no_leftovers(cluster: Cluster) -> Iterator[Callable[..., None]]:
 
     yield check
     check()
+
+
+# ----------------------------------------------------------------------------- scrun.lua
+
+SEED_SCRIPT = REPO / "tests" / "lua" / "seed_scrun.lua"
+SEED_SCRATCH_LINE = 'local scratch_path = "/run/user"'
+
+
+def seed_script_text(scratch: str) -> str:
+    """The man page's example scrun.lua with only its scratch_path changed. As shipped it
+    stages into /run/user on the login host, which no compute node sees; a site points it
+    at a filesystem its nodes share."""
+    text = SEED_SCRIPT.read_text()
+    assert text.count(SEED_SCRATCH_LINE) == 1, f"{SEED_SCRIPT}: no {SEED_SCRATCH_LINE!r}"
+    return text.replace(SEED_SCRATCH_LINE, f'local scratch_path = "{scratch}"')
+
+
+@pytest.fixture(scope="session")
+def seed_script(cluster: Cluster) -> str:
+    """The man page's example scrun.lua staging into the cluster's shared dir, as text."""
+    return seed_script_text(cluster["SCRUN_SHARED_DIR"])
+
+
+@pytest.fixture(scope="session")
+def seed_script_file(cluster: Cluster, seed_script: str) -> Path:
+    """The same as a file every test user can read (for `--script`)."""
+    folder = cluster.dir / "test-scripts"
+    folder.mkdir(mode=0o755, exist_ok=True)
+    path = folder / "seed_scrun.lua"
+    path.write_text(seed_script)
+    path.chmod(0o644)
+    return path
 
 
 @dataclass(frozen=True)

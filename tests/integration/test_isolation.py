@@ -144,12 +144,14 @@ def test_b_cannot_steer_as_container(
     still_running(alice, running)
 
 
-def test_b_cannot_run_in_as_job(pair: tuple[User, User], running: Running) -> None:
+def test_b_cannot_run_in_as_job(
+    cluster: Cluster, pair: tuple[User, User], running: Running
+) -> None:
     alice, bob = pair
     done = bob.podman("run", "--rm", "-e", f"SLURM_JOB_ID={running.job}", IMAGE, "true")
     assert done.returncode != 0
     assert f"job {running.job} belongs to {alice.name}({alice.uid}), not to you" in done.stderr
-    bundle = Path(alice.slurm_conf).parents[1] / "bundles" / "busybox"
+    bundle = cluster.bundle
     staged = bob.sh(
         f"{REPO}/.venv/bin/scrun-stage in --job-id {running.job} --bundle {bundle} "
         f"--script {REPO}/tests/lua/seed_scrun.lua"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import uuid
@@ -27,13 +28,16 @@ if TYPE_CHECKING:
 
     from conftest import Cluster, SiteRuntime
 
-REPO = Path(__file__).resolve().parents[2]
-SEED_SCRIPT = REPO / "tests" / "lua" / "seed_scrun.lua"
 IMAGE = "localhost/busybox"
-# Where the seed script stages: <scratch_path>/<uid>/slurm/scrun/<id>/ with scratch /run/user.
-SCRATCH = Path(f"/run/user/{os.getuid()}/slurm/scrun")
 
 MakeSite = Callable[[str | None], "SiteRuntime"]
+
+
+@pytest.fixture
+def scratch(cluster: Cluster) -> Path:
+    """Where the seed script (`seed_script`: scratch_path = the cluster's shared dir)
+    stages: <scratch_path>/<uid>/slurm/scrun/<id>/."""
+    return Path(cluster["SCRUN_SHARED_DIR"]) / str(os.getuid()) / "slurm" / "scrun"
 
 
 def lua_string(text: str) -> str:
@@ -88,24 +92,30 @@ def tagged_jobs(cluster: Cluster, container_id: str) -> dict[int, str]:
 
 
 def test_seed_script_runs_a_container(
-    site_runtime: MakeSite, tmp_path: Path, no_leftovers: Callable[..., None]
+    site_runtime: MakeSite,
+    seed_script: str,
+    scratch: Path,
+    tmp_path: Path,
+    no_leftovers: Callable[..., None],
 ) -> None:
-    site = site_runtime(SEED_SCRIPT.read_text())
+    site = site_runtime(seed_script)
     cidfile = tmp_path / "cid"
     done, cid = run_rm(site, cidfile, IMAGE, "cat", "/etc/hostname")
     assert done.returncode == 0, done.stderr
     # /etc/hostname is one of podman's bind mounts, which the seed script replaces by a copy
     # in the staged rootfs (the image has none); with netns=host it is this host's name.
     assert done.stdout.strip() == socket.gethostname(), done
-    wait_for(f"scratch copy {SCRATCH / cid} removed", lambda: not (SCRATCH / cid).exists())
+    wait_for(f"scratch copy {scratch / cid} removed", lambda: not (scratch / cid).exists())
 
 
 def test_seed_script_stages_the_rootfs_and_syncs_it_back(
     site_runtime: MakeSite,
+    seed_script: str,
+    scratch: Path,
     tmp_path: Path,
     containers: list[tuple[SiteRuntime, str]],
 ) -> None:
-    site = site_runtime(SEED_SCRIPT.read_text())
+    site = site_runtime(seed_script)
     name = f"scrun-stage-{uuid.uuid4().hex[:10]}"
     # Writes /marker, waits for the test to create /go (in the staged copy: proof that the
     # container runs there), then writes /result and exits.
@@ -124,7 +134,7 @@ def test_seed_script_stages_the_rootfs_and_syncs_it_back(
     original_config = json.loads((Path(static_dir) / "config.json").read_text())
     original_rootfs = Path(original_config["root"]["path"])
 
-    staged = SCRATCH / cid
+    staged = scratch / cid
     wait_for("/marker in the staged rootfs", lambda: (staged / "rootfs" / "marker").exists())
     assert (staged / "rootfs" / "marker").read_text() == "staged\n"
     # rsynced: the image's files are there, identical; the original did not get /marker.
@@ -160,18 +170,20 @@ def test_seed_script_stages_the_rootfs_and_syncs_it_back(
 
 def test_delete_stages_out_after_the_anchor_was_killed(
     site_runtime: MakeSite,
+    seed_script: str,
+    scratch: Path,
     cluster: Cluster,
     containers: list[tuple[SiteRuntime, str]],
 ) -> None:
     """SIGKILL leaves the anchor no chance to stage out: `podman rm` (scrun delete) runs the
     seed script's stage-out, which syncs the copy back and removes it."""
-    site = site_runtime(SEED_SCRIPT.read_text())
+    site = site_runtime(seed_script)
     name = f"scrun-crash-{uuid.uuid4().hex[:10]}"
     started = site.podman("run", "-d", "--name", name, IMAGE, "sh", "-c", "echo x > /w; sleep 300")
     containers.append((site, name))
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
-    staged = SCRATCH / cid
+    staged = scratch / cid
     wait_for("/w in the staged rootfs", lambda: (staged / "rootfs" / "w").exists())
     state = json.loads(site.scrun("state", cid).stdout)
     assert state["status"] == "running", state
@@ -279,12 +291,20 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
   for _, entry in ipairs(job_env) do listed[#listed + 1] = entry end
   local counted = 0
   for _ in pairs(job_env) do counted = counted + 1 end
-  -- The test cluster's two nodes share one host, where two crun instances in podman's one
-  -- linux.cgroupsPath collide (the step fails at random): run a copy without it.
+  -- The test cluster's two nodes share one kernel's cgroups, where two crun instances in
+  -- podman's one linux.cgroupsPath collide (the step fails at random): run a copy without
+  -- it, from the rootfs the test put beside it, without podman's bind mounts and hooks.
   local f = assert(io.open(config_file, "rb"))
   local config = slurm.from_json(f:read("a"))
   f:close()
   config.linux.cgroupsPath = nil
+  config.root.path = out .. "/bundle/rootfs"
+  local mounts = {}
+  for _, mount in ipairs(config.mounts) do
+    if mount.type ~= "bind" then mounts[#mounts + 1] = mount end
+  end
+  config.mounts = mounts
+  config.hooks = nil
   f = assert(io.open(out .. "/bundle/config.json", "wb"))
   f:write(slurm.to_json(config))
   f:close()
@@ -309,13 +329,17 @@ return slurm.SUCCESS
 """
 
 
-def probe_site(site_runtime: MakeSite, tmp_path: Path) -> tuple[SiteRuntime, Path]:
-    findings = tmp_path / "findings"
-    findings.mkdir()
-    (findings / "bundle").mkdir()
+@pytest.fixture
+def probe_site(site_runtime: MakeSite, cluster: Cluster) -> Iterator[tuple[SiteRuntime, Path]]:
+    """A site whose scrun.lua records what its hooks see in `findings`, a directory in the
+    shared scratch dir, and runs the container from findings/bundle: the cluster's busybox
+    rootfs copied there (the nodes see neither podman's storage nor its bind mounts)."""
+    findings = Path(cluster["SCRUN_SHARED_DIR"]) / f"probe-{uuid.uuid4().hex[:10]}"
+    shutil.copytree(Path(cluster.bundle) / "rootfs", findings / "bundle" / "rootfs", symlinks=True)
     for path in (findings, findings / "bundle"):
         path.chmod(0o777)
-    return site_runtime(PROBE_SCRIPT % lua_string(str(findings))), findings
+    yield site_runtime(PROBE_SCRIPT % lua_string(str(findings))), findings
+    shutil.rmtree(findings, ignore_errors=True)
 
 
 def parse_env(text: str) -> dict[str, str]:
@@ -323,12 +347,12 @@ def parse_env(text: str) -> dict[str, str]:
 
 
 def test_hooks_on_a_two_node_job(
-    site_runtime: MakeSite,
+    probe_site: tuple[SiteRuntime, Path],
     cluster: Cluster,
     tmp_path: Path,
     no_leftovers: Callable[..., None],
 ) -> None:
-    site, findings = probe_site(site_runtime, tmp_path)
+    site, findings = probe_site
     site.env["SCRUN_PROBE_NOT_IN_JOB_ENV"] = "leaked"
     cidfile = tmp_path / "cid"
     done, cid = run_rm(site, cidfile, "-e", "SCRUN_JOB_NUM_NODES=2", IMAGE, "true")
@@ -345,7 +369,7 @@ def test_hooks_on_a_two_node_job(
     assert "SCRUN_PROBE_NOT_IN_JOB_ENV" not in env
     assert "CONTAINERS_CONF" not in env
 
-    # remote_command: one task on each of the job's two nodes (vm and n1), inside the job.
+    # remote_command: one task on each of the job's two nodes (n1 and n2), inside the job.
     expanded = cluster.run(["scontrol", "show", "hostnames", env["SLURM_JOB_NODELIST"]])
     nodes = sorted(expanded.stdout.split())
     assert len(nodes) == 2, expanded
@@ -380,12 +404,12 @@ def test_hooks_on_a_two_node_job(
 
 
 def test_spool_dir_is_root_slash_id_slash(
-    site_runtime: MakeSite, tmp_path: Path, no_leftovers: Callable[..., None]
+    probe_site: tuple[SiteRuntime, Path], tmp_path: Path, no_leftovers: Callable[..., None]
 ) -> None:
     """spool_dir (the hooks' argument) and SCRUN_SPOOL_DIR are `<root>/<id>/`, with the
     trailing slash upstream gives them, as scrun-stage passes them: a script may append a
     file name to it directly."""
-    site, findings = probe_site(site_runtime, tmp_path)
+    site, findings = probe_site
     cidfile = tmp_path / "cid"
     done, cid = run_rm(site, cidfile, IMAGE, "true")
     assert done.returncode == 0, done.stderr
@@ -401,7 +425,7 @@ def test_spool_dir_is_root_slash_id_slash(
 
 
 def test_create_without_bundle_tells_the_script(
-    site_runtime: MakeSite,
+    probe_site: tuple[SiteRuntime, Path],
     cluster: Cluster,
     tmp_path: Path,
     no_leftovers: Callable[..., None],
@@ -409,7 +433,7 @@ def test_create_without_bundle_tells_the_script(
     """`scrun create ID` without --bundle runs the bundle in the cwd, and the script learns
     that no --bundle was given: set_bundle_path returns nil, stage_out's orig_bundle is nil
     and SCRUN_SUBMISSION_BUNDLE is empty, as upstream tells a script."""
-    site, findings = probe_site(site_runtime, tmp_path)
+    site, findings = probe_site
     bundle = tmp_path / "cwd-bundle"
     bundle.mkdir()
     config = json.loads((Path(cluster.bundle) / "config.json").read_text())

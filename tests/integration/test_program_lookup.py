@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from conftest import Cluster, SiteRuntime
 
 SCRUN = str(Path(sys.prefix) / "bin" / "scrun")
-SEED_SCRIPT = Path(__file__).resolve().parents[2] / "tests" / "lua" / "seed_scrun.lua"
 PROG = '#!/bin/sh\necho "$0 in $PWD"\n'
 
 
@@ -80,12 +79,13 @@ def test_program_is_looked_up_inside_the_image(
 
 def test_program_is_looked_up_in_the_staged_rootfs(
     site_runtime: Callable[[str | None], SiteRuntime],
+    seed_script: str,
     cluster: Cluster,
     tmp_path: Path,
     no_leftovers: Callable[..., None],
 ) -> None:
     """With the man page's scrun.lua, the nodes run the rsynced copy of the bundle."""
-    site = site_runtime(SEED_SCRIPT.read_text())
+    site = site_runtime(seed_script)
     bundle = alpine_like_bundle(cluster, tmp_path / "bundle", ["./prog"])
     container_id = f"lookup-staged-{uuid.uuid4().hex[:8]}"
     done = site.scrun(

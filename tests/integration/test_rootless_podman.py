@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from helpers import wait_for
-from users import IMAGE, REPO, User, assert_users_clean, errors, let_users_reach, pick_users
+from users import IMAGE, REPO, User, assert_users_clean, errors, pick_users, user_site
 
 if TYPE_CHECKING:
     from conftest import Cluster, SiteRuntime
@@ -219,9 +219,12 @@ def private_storage(alice: User) -> Iterator[Callable[[str], dict[str, str]]]:
 
 
 def test_overlay_storage_without_scrun_lua_fails_at_create(
-    alice: User, private_storage: Callable[[str], dict[str, str]], clean: None
+    alice: User,
+    site_runtime: Callable[[str | None], SiteRuntime],
+    private_storage: Callable[[str], dict[str, str]],
+    clean: None,
 ) -> None:
-    env = private_storage("overlay")
+    env = {**private_storage("overlay"), **user_site(alice, site_runtime(None))}
     done = alice.podman("run", "--rm", IMAGE, "true", env=env)
     assert done.returncode != 0
     message = errors(done.stderr)
@@ -230,10 +233,15 @@ def test_overlay_storage_without_scrun_lua_fails_at_create(
     assert "stage it with a scrun.lua" in message[0] and "vfs" in message[0], message
 
 
-def test_vfs_storage_runs(
-    alice: User, private_storage: Callable[[str], dict[str, str]], clean: None
+def test_vfs_storage_in_the_shared_home_runs_without_scrun_lua(
+    alice: User,
+    site_runtime: Callable[[str | None], SiteRuntime],
+    private_storage: Callable[[str], dict[str, str]],
+    clean: None,
 ) -> None:
-    env = private_storage("vfs")
+    """vfs storage is plain directories: in the home directory, which the nodes share, the
+    nodes run the container where podman keeps it, with no scrun.lua."""
+    env = {**private_storage("vfs"), **user_site(alice, site_runtime(None))}
     done = alice.podman("run", "--rm", IMAGE, "cat", "/etc/passwd", env=env)
     assert (done.returncode, done.stdout) == (0, "root:x:0:0:root:/root:/bin/sh\n"), done.stderr
 
@@ -241,30 +249,20 @@ def test_vfs_storage_runs(
 # ----------------------------------------------------------------------------- scrun.lua
 
 
-def user_site(alice: User, site: SiteRuntime) -> dict[str, str]:
-    """The user's own containers.conf, with the site runtime's scrun (its scrun.lua); and
-    SLURM_CONF naming the site's slurm.conf, as podman 5 passes the user's on to scrun."""
-    let_users_reach(site.dir)
-    own = (alice.home / ".config/containers/containers.conf").read_text()
-    conf = site.dir / f"containers-{alice.name}.conf"
-    runtimes = f'[engine.runtimes]\nscrun = ["{site.dir / "scrun"}"]\n'
-    conf.write_text(own[: own.index("[engine.runtimes]")] + runtimes)
-    conf.chmod(0o644)
-    return {"CONTAINERS_CONF": str(conf), "SLURM_CONF": site.slurm_conf}
-
-
-def test_man_page_scrun_lua_unmodified(
+def test_man_page_scrun_lua_with_a_shared_scratch_path(
     alice: User,
+    cluster: Cluster,
     site_runtime: Callable[[str | None], SiteRuntime],
+    seed_script: str,
     name: str,
     clean: None,
 ) -> None:
-    """The man page's script stages from inside podman's namespaces into
-    /run/user/<uid>/slurm/scrun/<id>/ as the user, maps the container's root to the user,
-    and stage-out removes the copy. The container runs on the node in crun's user namespace
-    of the user: its uid 0 is the user."""
-    env = user_site(alice, site_runtime(SEED_SCRIPT.read_text()))
-    scratch = Path(f"/run/user/{alice.uid}/slurm/scrun")
+    """The man page's script, with its scratch_path on the shared dir, stages from inside
+    podman's namespaces into <scratch>/<uid>/slurm/scrun/<id>/ as the user, maps the
+    container's root to the user, and stage-out removes the copy. The container runs on
+    the node in crun's user namespace of the user: its uid 0 is the user."""
+    env = user_site(alice, site_runtime(seed_script))
+    scratch = Path(cluster["SCRUN_SHARED_DIR"]) / str(alice.uid) / "slurm" / "scrun"
     program = "cat /proc/self/uid_map; echo up; sleep 300"
     started = alice.podman("run", "-d", "--name", name, IMAGE, "sh", "-c", program, env=env)
     assert started.returncode == 0, started.stderr
@@ -282,8 +280,10 @@ def test_man_page_scrun_lua_unmodified(
     wait_for(f"stage-out removing {staged}", lambda: not staged.exists(), 30)
 
 
-def test_scrun_stage_and_lua_check_as_the_user(alice: User, clean: None) -> None:
-    bundle = Path(alice.slurm_conf).parents[1] / "bundles" / "busybox"
+def test_scrun_stage_and_lua_check_as_the_user(alice: User, cluster: Cluster, clean: None) -> None:
+    """The man page's script as shipped (scratch_path /run/user) stages and stages out by
+    hand: scrun-stage runs on this host, where its copy is."""
+    bundle = cluster.bundle
     work = f"/tmp/scrun-stage-{alice.name}-{uuid.uuid4().hex[:8]}"
     bin_dir = REPO / ".venv" / "bin"
     copy = f"rm -rf {work}; mkdir -p {work}; cp -a {bundle} {work}/bundle"
@@ -307,14 +307,16 @@ def test_scrun_stage_and_lua_check_as_the_user(alice: User, clean: None) -> None
 
 def test_man_page_scrun_lua_stages_overlay_storage(
     alice: User,
+    cluster: Cluster,
     site_runtime: Callable[[str | None], SiteRuntime],
+    seed_script: str,
     private_storage: Callable[[str], dict[str, str]],
     clean: None,
 ) -> None:
     """Overlay storage, which only podman's namespace sees, works once scrun.lua copies the
     rootfs from inside that namespace to where the nodes can read it."""
-    env = {**private_storage("overlay"), **user_site(alice, site_runtime(SEED_SCRIPT.read_text()))}
+    env = {**private_storage("overlay"), **user_site(alice, site_runtime(seed_script))}
     done = alice.podman("run", "--rm", IMAGE, "sh", "-c", "cat /etc/passwd; id -u", env=env)
     assert (done.returncode, done.stdout) == (0, "root:x:0:0:root:/root:/bin/sh\n0\n"), done.stderr
-    scratch = Path(f"/run/user/{alice.uid}/slurm/scrun")
+    scratch = Path(cluster["SCRUN_SHARED_DIR"]) / str(alice.uid) / "slurm" / "scrun"
     wait_for("stage-out emptying the scratch dir", lambda: not any(scratch.iterdir()), 30)

@@ -596,7 +596,10 @@ def test_list_shows_each_container_with_its_job_and_nodes(cluster: Cluster, scru
     assert quiet.stdout == "listed\n", quiet
     (entry,) = json.loads(scrun("list", "--format", "json").stdout)
     assert (entry["id"], entry["status"], entry["jobId"]) == ("listed", "created", job_id)
-    assert entry["nodes"] == nodes and entry["bundle"] == str(bundle)
+    # the bundle the nodes run: the cluster's scrun.lua staged it into the shared dir
+    staged = scrun.state("listed")["bundle"]
+    assert staged.startswith(cluster["SCRUN_SHARED_DIR"]), staged
+    assert entry["nodes"] == nodes and entry["bundle"] == staged
     header, row = scrun("list").stdout.splitlines()
     assert header.split()[:5] == ["ID", "PID", "STATUS", "JOBID", "NODES"]
     assert row.split()[2:5] == ["created", str(job_id), nodes]

@@ -192,16 +192,16 @@ def test_node_count_runs_the_step_on_both_nodes(
     )
     job_id = job_of_container(cluster, container_id)
     record = job_record(cluster, job_id)
-    assert (record.get("NumNodes"), record.get("NodeList")) == ("2", "n1,vm"), record
+    assert (record.get("NumNodes"), record.get("NodeList")) == ("2", "n[1-2]"), record
     step = step_record(cluster, job_id)
-    assert (step.get("Nodes"), step.get("Tasks"), step.get("NodeList")) == ("2", "2", "n1,vm")
+    assert (step.get("Nodes"), step.get("Tasks"), step.get("NodeList")) == ("2", "2", "n[1-2]")
 
     def both_tasks_spoke() -> list[str] | None:
         logs = podman(*RUNTIME, "logs", container_id).stdout.splitlines()
         return sorted(logs) if len(logs) >= 2 else None
 
     lines = wait_for("output of both tasks in podman logs", both_tasks_spoke)
-    assert lines == ["0: on n1,vm 1(x2)", "1: on n1,vm 1(x2)"]
+    assert lines == ["0: on n[1-2] 1(x2)", "1: on n[1-2] 1(x2)"]
 
 
 def test_two_node_container_exits_zero_when_its_tasks_end_apart(

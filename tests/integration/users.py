@@ -15,10 +15,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from helpers import cmdline, is_this_checkouts_anchor
+
+if TYPE_CHECKING:
+    from conftest import SiteRuntime
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/busybox"
@@ -140,3 +143,15 @@ def let_users_reach(path: Path) -> None:
         mode = parent.stat().st_mode
         if mode & 0o001 == 0:
             parent.chmod(mode | 0o001)
+
+
+def user_site(person: User, site: SiteRuntime) -> dict[str, str]:
+    """The user's own containers.conf, with the site runtime's scrun (its scrun.lua); and
+    SLURM_CONF naming the site's slurm.conf, as podman 5 passes the user's on to scrun."""
+    let_users_reach(site.dir)
+    own = (person.home / ".config/containers/containers.conf").read_text()
+    conf = site.dir / f"containers-{person.name}.conf"
+    runtimes = f'[engine.runtimes]\nscrun = ["{site.dir / "scrun"}"]\n'
+    conf.write_text(own[: own.index("[engine.runtimes]")] + runtimes)
+    conf.chmod(0o644)
+    return {"CONTAINERS_CONF": str(conf), "SLURM_CONF": site.slurm_conf}

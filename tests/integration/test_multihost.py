@@ -1,0 +1,224 @@
+"""The compute nodes are other hosts (harness/node.sh): what they see, staging across that
+boundary with the shipped scrun.lua scripts, as root and as both unprivileged users, and the
+one line a user gets when a node cannot see what its container needs."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from conftest import node_roots, seed_script_text
+from helpers import wait_for
+from users import IMAGE, REPO, User, assert_users_clean, errors, pick_users, user_site
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from conftest import Cluster, Podman, SiteRuntime
+
+MakeSite = Callable[[str | None], "SiteRuntime"]
+SCRIPTS = REPO / "docs" / "scrun-lua"
+
+
+def node_local_script(shared: str) -> str:
+    """docs/scrun-lua/node-local.lua with its two paths set, as a site sets them."""
+    text = (SCRIPTS / "node-local.lua").read_text()
+    for line, value in (('local scratch = "/scratch"', f'local scratch = "{shared}"'),):
+        assert text.count(line) == 1, line
+        text = text.replace(line, value)
+    return text
+
+
+def shared_scratch_script(shared: str) -> str:
+    text = (SCRIPTS / "shared-scratch.lua").read_text()
+    assert text.count('local scratch = "/scratch"') == 1
+    return text.replace('local scratch = "/scratch"', f'local scratch = "{shared}"')
+
+
+def on_node(cluster: Cluster, node: str, script: str) -> subprocess.CompletedProcess[str]:
+    return cluster.run(["srun", "-w", node, "-N1", "-n1", "/bin/sh", "-c", script], timeout=60)
+
+
+# ----------------------------------------------------------------------------- topology
+
+
+def test_each_node_is_a_host_of_its_own(
+    cluster: Cluster, no_leftovers: Callable[..., None]
+) -> None:
+    roots = node_roots(cluster.env)
+    assert sorted(roots) == ["n1", "n2"], roots
+    shared = cluster["SCRUN_SHARED_DIR"]
+    login_only = (
+        "/var/lib/containers/storage",  # root podman's images and containers
+        f"{cluster.dir}/docker",  # the private dockerd's data
+        f"{cluster.dir}/containers",  # podman's private config
+        "/var/tmp/scrun-storage",  # the test users' rootless image stores
+    )
+    probe = "; ".join(
+        [
+            "hostname",
+            *(f"[ -e {shlex.quote(p)} ] && echo sees {p}" for p in login_only),
+            f"[ -d {shlex.quote(shared)}/bundles ] || echo misses the shared dir",
+            "[ -d /root ] || echo misses the homes",
+            "true",
+        ]
+    )
+    for node in roots:
+        done = on_node(cluster, node, probe)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [node], done.stdout
+    # and the login host does see them
+    assert Path("/var/lib/containers/storage").is_dir()
+
+
+def test_a_staged_container_runs_on_the_node_from_the_shared_dir(
+    podman: Podman, no_leftovers: Callable[..., None]
+) -> None:
+    """The cluster's scrun.lua (docs/scrun-lua/shared-scratch.lua) carries podman's bundle
+    across: the rootfs the container runs from is the staged copy."""
+    done = podman(
+        "--runtime", "scrun", "run", "--rm", IMAGE, "sh", "-c",
+        "awk '$5 == \"/\" {print $4}' /proc/self/mountinfo",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    root_line = done.stdout.splitlines()[0]
+    assert "/scrun/" in root_line and root_line.endswith("/rootfs"), root_line
+
+
+# ----------------------------------------------------------------------------- staging scripts
+
+
+@pytest.fixture(scope="module")
+def pair(cluster: Cluster) -> tuple[User, User]:
+    return pick_users(cluster.exports, cluster.slurm_conf)
+
+
+Runner = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+Who = tuple[int, Callable[["SiteRuntime"], Runner]]
+
+
+@pytest.fixture(params=["root", "user1", "user2"])
+def who(request: pytest.FixtureRequest, pair: tuple[User, User]) -> Iterator[Who]:
+    """(uid, site → podman runner) for root's podman and each test user's rootless one."""
+    if request.param == "root":
+
+        def rootful(site: SiteRuntime) -> Runner:
+            return site.podman
+
+        yield os.getuid(), rootful
+        return
+    person = pair[0] if request.param == "user1" else pair[1]
+
+    def rootless(site: SiteRuntime) -> Runner:
+        env = user_site(person, site)
+
+        def run(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+            kwargs.pop("timeout", None)
+            return person.podman(*args, env=env)
+
+        return run
+
+    yield person.uid, rootless
+    assert_users_clean(person)
+
+
+SCRIPT_TEXTS = {
+    "node-local": node_local_script,
+    "shared-scratch": shared_scratch_script,
+    "man-page": seed_script_text,
+}
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPT_TEXTS))
+def test_staging_scripts_carry_the_container_there_and_back(
+    script: str,
+    who: Who,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """Each shipped layout, with only its paths set: the container runs on a node from the
+    staged copy, its output and exit code come back, stage-out brings its writes back into
+    podman's copy, and no copy is left in the shared dir or on any node."""
+    uid, runner = who
+    shared = cluster["SCRUN_SHARED_DIR"]
+    site = site_runtime(SCRIPT_TEXTS[script](shared))
+    podman = runner(site)
+    name = f"scrun-staged-{uuid.uuid4().hex[:10]}"
+    # the root's path inside its filesystem (mountinfo's 4th field): where it was staged
+    program = "awk '$5 == \"/\" {print $4}' /proc/self/mountinfo; echo written > /result; exit 7"
+    done = podman("run", "--name", name, IMAGE, "sh", "-c", program)
+    try:
+        assert done.returncode == 7, done.stderr
+        root_line = done.stdout.splitlines()[0]
+        expected = {
+            "node-local": f"/scrun-{uid}/",  # the node's /tmp: a tmpfs of its own
+            "shared-scratch": f"/{uid}/scrun/",
+            "man-page": "/slurm/scrun/",
+        }[script]
+        assert expected in root_line, root_line
+        copied = podman("cp", f"{name}:/result", "-")  # a tar stream of the file
+        assert copied.returncode == 0, copied.stderr
+        assert "written\n" in copied.stdout, copied.stdout
+    finally:
+        podman("rm", "-f", name)
+    left = [
+        str(path)
+        for root in node_roots(cluster.env).values()
+        for path in (root / "tmp").glob(f"scrun-{uid}/*")
+    ]
+    assert not left, f"node-local copies left: {left}"
+
+
+# ----------------------------------------------------------------------------- clear errors
+
+
+def test_without_scrun_lua_a_bundle_the_nodes_cannot_see_is_one_clear_line(
+    cluster: Cluster, site_runtime: MakeSite, no_leftovers: Callable[..., None]
+) -> None:
+    """Root podman's storage is the login host's own: without a scrun.lua the node cannot
+    read the bundle, and the user is told which node, which path, and what fixes it."""
+    site = site_runtime(None)
+    done = site.podman("run", "--rm", IMAGE, "true")
+    assert done.returncode != 0, done
+    ours = [line for line in errors(done.stderr) if "scrun: error:" in line]
+    assert len(ours) == 1, done.stderr
+    assert "cannot read the container's bundle /var/lib/containers/" in ours[0], ours
+    assert "node n1" in ours[0] or "nodes n1,n2" in ours[0], ours
+    assert "scrun.lua" in ours[0], ours
+
+
+def test_a_node_without_the_users_runtime_dir_is_one_clear_line(
+    cluster: Cluster, pair: tuple[User, User], no_leftovers: Callable[..., None]
+) -> None:
+    """crun keeps its state in the node's /run/user/<uid> (oci.conf): a node where the
+    user never logged in and lingering is off has none."""
+    person = pair[1]
+    roots = node_roots(cluster.env)
+    missing = [root / "run" / "user" / str(person.uid) for root in roots.values()]
+    for path in missing:
+        shutil.rmtree(path)
+    try:
+        done = person.podman("run", "--rm", IMAGE, "true")
+        assert done.returncode != 0, done
+        ours = [line for line in errors(done.stderr) if "scrun: error:" in line]
+        assert len(ours) == 1, done.stderr
+        assert f"has no /run/user/{person.uid}, the user's runtime directory" in ours[0], ours
+        assert "enable-linger" in ours[0], ours
+    finally:
+        for path in missing:
+            path.mkdir(mode=0o700, exist_ok=True)
+            os.chown(path, person.uid, person.gid)
+    assert_users_clean(person)
+    wait_for(
+        "the user's staged copy removed",
+        lambda: not list(Path(cluster["SCRUN_SHARED_DIR"]).glob(f"{person.uid}/scrun/*")),
+    )
