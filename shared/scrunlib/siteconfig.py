@@ -90,6 +90,8 @@ def load(environ: Mapping[str, str] = os.environ, cache: str | None = None) -> S
     for path in site_config_candidates(environ):
         if os.path.isfile(path):
             return _load_file(path, cache)
+        if os.path.exists(path):  # a directory or a device: not a site file left out
+            raise InvalidInput(f"site config {path} is not a regular file")
     return SiteConfig()
 
 

@@ -282,3 +282,18 @@ def test_version_says_why_slurms_release_is_unknown(root, tmp_path, capsys):
     assert main(["version"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert last == "slurm: unknown (srun --version failed: srun: fatal: no slurm.conf)"
+
+
+def test_an_undecodable_byte_in_the_input_is_shown_escaped(root, capsys):
+    """os.environ and argv hold an undecodable byte as a lone surrogate: the one error line
+    shows it as \\udcXX instead of failing to be written."""
+    assert main(["state", "bad\udcffid"]) == 1
+    line = one_error_line(capsys)
+    assert "udcff" in line
+    line.encode()  # no surrogate left in it
+
+
+def test_error_messages_hold_no_surrogates():
+    from scrunlib.errors import ScrunError
+
+    assert ScrunError("value \udcff\nnext").message == "value \\udcff next"
