@@ -279,9 +279,17 @@ def cluster_name(slurm_conf: str) -> str:
 class Slurm:
     """Runs Slurm commands for one slurm.conf, found without relying on PATH."""
 
-    def __init__(self, site: SiteConfig, slurm_conf: str, version_cache: str | None = None):
+    def __init__(
+        self,
+        site: SiteConfig,
+        slurm_conf: str,
+        version_cache: str | None = None,
+        timeout: float | None = None,
+    ):
         self.site = site
         self.slurm_conf = slurm_conf
+        # seconds each command may take, unless told otherwise
+        self.timeout = timeout or COMMAND_TIMEOUT
         # what every command gets on top of our environment
         self.env = {"SLURM_CONF": slurm_conf}
         self.version_cache = version_cache
@@ -312,7 +320,7 @@ class Slurm:
         status. A command still running after `timeout` seconds is killed: SlurmError."""
         from plumbum import ProcessExecutionError, ProcessTimedOut
 
-        timeout = timeout or COMMAND_TIMEOUT
+        timeout = timeout or self.timeout
         try:
             code, out, err = self.command(argv).run(retcode=None, timeout=timeout)
         except ProcessTimedOut as exc:
@@ -329,7 +337,7 @@ class Slurm:
         SlurmError."""
         import subprocess
 
-        timeout = timeout or COMMAND_TIMEOUT
+        timeout = timeout or self.timeout
         try:
             done = subprocess.run(
                 as_real_user(argv),
