@@ -29,6 +29,14 @@ from scrunlib.log import ENV_VARIABLES as LOG_VARIABLES
 CASE_SECONDS = 20.0
 SEED = 21
 
+# create forks its anchor. scrun itself is single-threaded there; this test process may hold
+# threads of earlier tests (pytest-subprocess's fake waits, plumbum's timeout thread), which
+# Python 3.12+ warns about on every fork. They hold no lock the anchor takes; a deadlocked
+# anchor would end its case as CaseHung, a failure, not a hang.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:This process .* is multi-threaded:DeprecationWarning"
+)
+
 FAKE_SALLOC = """#!/bin/sh
 d=$(dirname "$0")
 echo "salloc $*" >> "$d/calls"
