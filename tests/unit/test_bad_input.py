@@ -572,3 +572,35 @@ def test_an_unexpected_exception_is_one_line_and_a_traceback_only_with_debug(cam
     assert code == 1
     assert "Traceback" in err and "ZeroDivisionError: boom" in err
     assert err.splitlines()[-1].startswith("scrun: error: internal error: ZeroDivisionError")
+
+
+@pytest.mark.parametrize("tool", ["scrun-stage", "scrun-lua-check"])
+def test_the_other_tools_report_a_bug_in_one_line(tool, tmp_path, capfd, monkeypatch):
+    from scrun_lua_check import main as lua_check
+    from scrun_stage import main as stage
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("boom")
+
+    bundle = tmp_path / "bundle"
+    (bundle / "rootfs").mkdir(parents=True)
+    (bundle / "config.json").write_text(json.dumps(CONFIG))
+    if tool == "scrun-stage":
+        monkeypatch.setattr(stage, "run", broken)
+        argv = ["in", "--bundle", str(bundle)]
+        call = stage.main
+    else:
+        monkeypatch.setattr(lua_check, "run", broken)
+        argv = [str(tmp_path / "scrun.lua")]
+        call = lua_check.main
+    for debug in (False, True):
+        try:
+            code: object = call([*argv, "--debug"] if debug else argv)
+        except SystemExit as exit_:
+            code = exit_.code
+        err = capfd.readouterr().err
+        assert code != 0
+        last = err.splitlines()[-1]
+        assert last.startswith(f"{tool}: error: internal error: ZeroDivisionError: boom"), err
+        assert ("Traceback" in err) is debug, err
+        assert debug or len(err.splitlines()) == 1, err
