@@ -58,13 +58,23 @@ def wait_gone(pid: int, start_time: int | None, timeout: float) -> bool:
         os.close(pidfd)
 
 
+def send_signal(pid: int, signum: int) -> bool:
+    """Whether `pid` was there to be signalled (it may end between our check and now)."""
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def stop_anchor(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
     """SIGTERM makes the anchor end the step and job, stage out and exit. One still busy
     after `delete_timeout` (a long stage-out) is waited for as long as its hooks and step may
     take, then killed; the leftovers are then ended by `release_leftovers`. One that cannot
     act is killed at once and its job ended here: a ScrunError (see the module docstring)."""
     pid, start_time = state.anchor_pid, state.anchor_start_time
-    os.kill(pid, SIGTERM)
+    if not send_signal(pid, SIGTERM):
+        return
     bound = ctx.site.delete_timeout
     if wait_gone(pid, start_time, bound):
         return
@@ -74,7 +84,7 @@ def stop_anchor(ctx: CommandContext, spool: Spool, state: ContainerState) -> Non
         if wait_gone(pid, start_time, max(longest - bound, 0)):
             return
         log.error(f"anchor {pid} did not stop in {longest:.0f}s; killing it")
-    os.kill(pid, SIGKILL)  # a stuck one dies once it is woken (thawed, its I/O done)
+    send_signal(pid, SIGKILL)  # a stuck one dies once it is woken (thawed, its I/O done)
     if wait_gone(pid, start_time, 1 if stuck else 5):
         return
     raise end_job_of_stuck_anchor(ctx, spool, stuck or process_stuck(pid) or "?")
@@ -86,7 +96,7 @@ def end_job_of_stuck_anchor(ctx: CommandContext, spool: Spool, stuck: str) -> Sc
     `delete_timeout`; return the one line that says what stays."""
     state = ContainerState.load(spool)  # the anchor may have recorded the job since
     if state.step_pid and process_alive(state.step_pid, state.step_start_time):
-        os.kill(state.step_pid, SIGKILL)
+        send_signal(state.step_pid, SIGKILL)
     from scrunlib.slurm import Slurm  # only on this fault path
 
     slurm = Slurm(ctx.site, ctx.slurm_conf, timeout=ctx.site.delete_timeout)
@@ -114,7 +124,7 @@ def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) 
     """After an anchor died without cleaning up: end our step's srun, stage out (while the
     job still runs, as the anchor would have), end our job."""
     if state.step_pid and process_alive(state.step_pid, state.step_start_time):
-        os.kill(state.step_pid, SIGKILL)
+        send_signal(state.step_pid, SIGKILL)
     if os.path.exists(spool.stage_file):
         from scrunlib.stageout import PendingStageOut  # only on this fault path: lupa
 
