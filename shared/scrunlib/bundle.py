@@ -89,11 +89,29 @@ def _expect(value: Any, kind: type | tuple[type, ...], where: str, what: str) ->
     return value
 
 
+def _encodable(value: str) -> bool:
+    """Whether UTF-8 can hold `value`: JSON's `\\ud800` decodes to an unpaired surrogate,
+    which no file, command line or environment can take."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _expect_text(value: Any, where: str) -> str:
+    """A string that can reach a command line, a file or an environment."""
+    text = _expect(value, str, where, "a string")
+    if "\0" in text or not _encodable(text):
+        raise InvalidInput(f"config.json: {where} holds a NUL or an unpaired surrogate")
+    return text  # type: ignore[no-any-return]
+
+
 def parse(path: str, config: Any, config_file: str | None = None) -> Bundle:
     _expect(config, dict, "the top level", "an object")
-    version = _expect(config.get("ociVersion", DEFAULT_OCI_VERSION), str, "ociVersion", "a string")
+    version = _expect_text(config.get("ociVersion", DEFAULT_OCI_VERSION), "ociVersion")
     root = _expect(config.get("root"), dict, "root", "an object")
-    root_path = _expect(root.get("path"), str, "root.path", "a string")
+    root_path = _expect_text(root.get("path"), "root.path")
     if not root_path:
         raise InvalidInput("config.json: root.path is empty")
     process = _expect(config.get("process"), dict, "process", "an object")
@@ -103,13 +121,19 @@ def parse(path: str, config: Any, config_file: str | None = None) -> Bundle:
     env = _expect(process.get("env", []), list, "process.env", "a list of strings")
     if not all(isinstance(entry, str) for entry in env):
         raise InvalidInput("config.json: process.env must be a list of strings")
-    cwd = _expect(process.get("cwd", "/"), str, "process.cwd", "a string")
+    for where, texts in (("process.args", args), ("process.env", env)):
+        for index, text in enumerate(texts):
+            _expect_text(text, f"{where}[{index}]")
+    cwd = _expect_text(process.get("cwd", "/"), "process.cwd")
     if not cwd.startswith("/"):
         raise InvalidInput("config.json: process.cwd must be an absolute path")
     terminal = _expect(process.get("terminal", False), bool, "process.terminal", "a boolean")
     annotations = _expect(config.get("annotations", {}), dict, "annotations", "an object")
     if not all(isinstance(value, str) for value in annotations.values()):
         raise InvalidInput("config.json: annotations values must be strings")
+    # (a NUL is let through: such an annotation is left out of the job environment)
+    if not all(_encodable(key) and _encodable(value) for key, value in annotations.items()):
+        raise InvalidInput("config.json: an annotation holds an unpaired surrogate")
     return Bundle(
         path=path,
         config=config,
@@ -205,11 +229,18 @@ def runnable_by_slurm(
     if not node_pty and same_root and staged.own_config:
         return NodeBundle(staged.path, args)
     try:
-        os.makedirs(target_dir, mode=0o755, exist_ok=True)
-    except OSError as exc:
+        return _write_node_bundle(staged, args, target_dir, node_pty=node_pty)
+    except OSError as exc:  # an unwritable spool, a root.path longer than a link can hold
         raise InvalidInput(
             f"cannot write the bundle the nodes run in {target_dir}: {reason(exc)}"
         ) from exc
+
+
+def _write_node_bundle(
+    staged: Bundle, args: tuple[str, ...], target_dir: str, *, node_pty: bool
+) -> NodeBundle:
+    """`target_dir` becomes the bundle for slurmd (see runnable_by_slurm)."""
+    os.makedirs(target_dir, mode=0o755, exist_ok=True)
     config = dict(staged.config)
     config["root"] = {**config["root"], "path": staged.rootfs}
     # The caller's cgroup (podman's libpod-<id>) means nothing on a compute node, and tasks
@@ -220,7 +251,11 @@ def runnable_by_slurm(
     if isinstance(config.get("hooks"), dict):
         config["hooks"] = _hooks_for_nodes(config["hooks"])
     if node_pty:
-        mounts = [m for m in config.get("mounts", []) if m.get("destination") != "/dev/pts"]
+        mounts = config.get("mounts")
+        mounts = mounts if isinstance(mounts, list) else []
+        mounts = [
+            m for m in mounts if not isinstance(m, dict) or m.get("destination") != "/dev/pts"
+        ]
         config["mounts"] = [*mounts, HOST_PTS_MOUNT]
     write_atomically(os.path.join(target_dir, "config.json"), leanjson.dumps(config))
     link = os.path.join(target_dir, "rootfs")

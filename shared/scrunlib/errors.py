@@ -15,7 +15,10 @@ class ScrunError(Exception):
 
     def __init__(self, message: str, exit_code: int | None = None) -> None:
         # Keep messages on one line: clients (conmon, containerd) show only the first read.
-        super().__init__(" ".join(message.split()))
+        # An undecodable byte of the input (os.environ's surrogate escapes) is shown as \udcXX:
+        # every output (stderr, the log files, create's ready pipe) can then write it.
+        one_line = " ".join(message.split())
+        super().__init__(one_line.encode("utf-8", "backslashreplace").decode("utf-8"))
         if exit_code is not None:
             self.exit_code = exit_code
 
@@ -84,3 +87,15 @@ def reason(exc: OSError) -> str:
     if exc.errno == errno.ENOENT:
         return "it does not exist"
     return exc.strerror or str(exc)
+
+
+def internal_error(exc: Exception, *, traceback: bool) -> ScrunError:
+    """What a tool's top-level handler reports for an exception that is not a ScrunError:
+    that is a bug in scrun, never the user's input, so the user gets one line naming it
+    (exit 1), and the traceback goes to stderr only when asked for (`--debug`)."""
+    if traceback:
+        import traceback as tracebacks  # only on this path: ~2 ms
+
+        tracebacks.print_exception(exc, file=sys.stderr)
+    hint = "" if traceback else "; --debug prints the traceback"
+    return ScrunError(f"internal error: {type(exc).__name__}: {exc} (a bug in scrun{hint})")

@@ -124,7 +124,7 @@ class ReadyPipe:
         # an invalid fd must not keep the anchor from going on to end its job.
         # (try/except, not contextlib.suppress: contextlib is not imported on create's path)
         try:  # noqa: SIM105
-            os.write(fd, line.encode() + b"\n")
+            os.write(fd, line.encode(errors="backslashreplace") + b"\n")
         except OSError:
             pass
         try:  # noqa: SIM105

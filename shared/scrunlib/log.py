@@ -239,7 +239,7 @@ def _outputs() -> list[tuple[int, Writer]]:
 def _append(path: str, render: Callable[[Mapping[str, Any]], str]) -> Writer:
     def write(record: Mapping[str, Any]) -> None:
         try:
-            with open(path, "a", encoding="utf-8") as stream:
+            with open(path, "a", encoding="utf-8", errors="backslashreplace") as stream:
                 stream.write(render(record))
         except OSError:
             pass  # a vanished log file must never turn success into failure

@@ -16,6 +16,9 @@ Keys (all optional):
   bin_dir    = "/usr/bin"                 # where srun, salloc, scancel, squeue, scontrol are
   lua_timeout = 300                       # seconds a scrun.lua hook may run
   step_grace = 10                         # seconds between SIGTERM and SIGKILL for a stuck srun
+  delete_timeout = 5                      # seconds delete and kill wait for an anchor that
+                                          # cannot act (frozen, stopped, in D state) before
+                                          # they end or signal its job themselves
   exec_command = "crun ... exec %o %n.%u.%j.%s.%t"   # how `scrun exec` enters a container on
                                           # its node (scrunlib.exec_process; default: from
                                           # oci.conf's RunTimeQuery)
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
 DEFAULT_LUA_TIMEOUT = 300.0
 DEFAULT_STEP_GRACE = 10.0
+DEFAULT_DELETE_TIMEOUT = 5.0
 SYSTEM_BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/usr/local/sbin", "/sbin")
 
 
@@ -51,7 +55,15 @@ class SiteConfig:
     """The parsed site file (or defaults when there is none). A plain class: every
     container's anchor builds one, and dataclasses would cost ~5 ms of imports."""
 
-    __slots__ = ("bin_dir", "exec_command", "lua_timeout", "path", "slurm_conf", "step_grace")
+    __slots__ = (
+        "bin_dir",
+        "delete_timeout",
+        "exec_command",
+        "lua_timeout",
+        "path",
+        "slurm_conf",
+        "step_grace",
+    )
 
     def __init__(
         self,
@@ -61,10 +73,12 @@ class SiteConfig:
         lua_timeout: float = DEFAULT_LUA_TIMEOUT,
         step_grace: float = DEFAULT_STEP_GRACE,
         exec_command: str | None = None,
+        delete_timeout: float = DEFAULT_DELETE_TIMEOUT,
     ) -> None:
         self.path, self.slurm_conf, self.bin_dir = path, slurm_conf, bin_dir
         self.lua_timeout, self.step_grace = lua_timeout, step_grace
         self.exec_command = exec_command
+        self.delete_timeout = delete_timeout
 
     def slurm_conf_path(self, option: str | None, environ: Mapping[str, str]) -> str:
         """slurm.conf in use: `-f`, then SLURM_CONF, then the site file, then the default."""
@@ -90,6 +104,8 @@ def load(environ: Mapping[str, str] = os.environ, cache: str | None = None) -> S
     for path in site_config_candidates(environ):
         if os.path.isfile(path):
             return _load_file(path, cache)
+        if os.path.exists(path):  # a directory or a device: not a site file left out
+            raise InvalidInput(f"site config {path} is not a regular file")
     return SiteConfig()
 
 
@@ -123,6 +139,7 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         "lua_timeout": (int, float),
         "step_grace": (int, float),
         "exec_command": str,
+        "delete_timeout": (int, float),
     }
     for key, value in data.items():
         expected = known.get(key)
@@ -130,6 +147,8 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
             raise InvalidInput(f"site config {path}: unknown key {key!r}")
         if not isinstance(value, expected) or isinstance(value, bool):
             raise InvalidInput(f"site config {path}: {key} has the wrong type")
+        if isinstance(value, (int, float)) and not 0 < value < 1e6:
+            raise InvalidInput(f"site config {path}: {key} must be between 0 and 1e6 seconds")
     return SiteConfig(
         path=path,
         slurm_conf=data.get("slurm_conf"),
@@ -137,4 +156,5 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         lua_timeout=float(data.get("lua_timeout", DEFAULT_LUA_TIMEOUT)),
         step_grace=float(data.get("step_grace", DEFAULT_STEP_GRACE)),
         exec_command=data.get("exec_command"),
+        delete_timeout=float(data.get("delete_timeout", DEFAULT_DELETE_TIMEOUT)),
     )

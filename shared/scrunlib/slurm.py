@@ -39,6 +39,35 @@ if TYPE_CHECKING:
 
 # Seconds a Slurm command may take (salloc excepted: a pending job waits, as podman does).
 COMMAND_TIMEOUT = 60.0
+
+# Slurm's commands take options from these input variables (SALLOC_PARTITION,
+# SQUEUE_FORMAT, SCANCEL_SIGNAL, SLURM_TIMELIMIT, ...). Only SCRUN_* variables steer a
+# container's job, as with upstream's scrun, which calls Slurm's API: these are removed from
+# the environment of every Slurm command scrun runs (`command_environment`).
+SLURM_INPUT_PREFIXES = (
+    "SALLOC_",
+    "SBATCH_",
+    "SRUN_",
+    "SQUEUE_",
+    "SCANCEL_",
+    "SCONTROL_",
+    "SINFO_",
+    "SACCT_",
+    "SLURM_",
+)
+
+
+def command_environment(environ: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a Slurm command: `environ` without Slurm's input variables, plus
+    `own`, what scrun sets itself (SLURM_CONF; for a step, the job's SLURM_* variables). The
+    one place that decides what of the caller's environment reaches Slurm."""
+    env = {
+        name: value for name, value in environ.items() if not name.startswith(SLURM_INPUT_PREFIXES)
+    }
+    env.update(own)
+    return env
+
+
 JOB_TAG_PREFIX = "scrun:"
 
 
@@ -53,15 +82,54 @@ def tagged_container(comment: str) -> str | None:
     return comment.removeprefix(JOB_TAG_PREFIX) if comment.startswith(JOB_TAG_PREFIX) else None
 
 
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# The keys of `scontrol -o show job` records (Slurm 22.05 to 24.11), and those whose values
+# are free text, which may hold spaces and even `word=word` (a job named "train gpt", a
+# comment). A free-text value runs on to the next known key; any other value ends at the
+# next token that looks like `Key=` (a key newer Slurm added included).
+JOB_RECORD_KEYS = _words(
+    "JobId ArrayJobId ArrayTaskId ArrayTaskThrottle HetJobId HetJobOffset HetJobIdSet JobName "
+    "UserId GroupId MCS_label Priority Nice Account QOS JobState Reason Dependency Requeue "
+    "Restarts BatchFlag Reboot ExitCode DerivedExitCode RunTime TimeLimit TimeMin SubmitTime "
+    "EligibleTime AccrueTime StartTime EndTime Deadline PreemptEligibleTime PreemptTime "
+    "SuspendTime SecsPreSuspend LastSchedEval ResizeTime Scheduler Partition AllocNode:Sid "
+    "ReqNodeList ExcNodeList NodeList SchedNodeList BatchHost NumNodes NumCPUs NumTasks "
+    "CPUs/Task ReqB:S:C:T TRES ReqTRES AllocTRES Socks/Node NtasksPerN:B:S:C CoreSpec "
+    "MinCPUsNode MinMemoryNode MinMemoryCPU MinTmpDiskNode Features Prefer DelayBoot "
+    "OverSubscribe Contiguous Licenses LicensesAlloc Network Command WorkDir AdminComment "
+    "SystemComment Comment StdErr StdIn StdOut Power Container ContainerID CpusPerTres "
+    "MemPerTres TresBind TresFreq TresPerJob TresPerNode TresPerSocket TresPerTask MailUser "
+    "MailType NtasksPerTRES CPU_Bind_Type Reservation BurstBuffer BurstBufferState CpuFreqMin "
+    "CpuFreqMax CpuFreqGov OOMKillStep ResvPorts SegmentSize StepMgrEnabled Clusters "
+    "ClusterFeatures Switches Wait4Switch"
+)
+FREE_TEXT_KEYS = _words(
+    "JobName Comment AdminComment SystemComment Command WorkDir StdErr StdIn StdOut Reason "
+    "Features Prefer Dependency Licenses Network MailUser Container Reservation BurstBuffer "
+    "ClusterFeatures"
+)
+_KEY_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_/:")
+
+
 def parse_scontrol_record(text: str) -> dict[str, str]:
-    """`scontrol -o show job` output (one line of Key=Value) → dict. Values may hold spaces
-    only in the last fields we never read, so splitting on whitespace is enough."""
+    """The first record of `scontrol -o show job` output (one line of Key=Value fields,
+    separated by spaces) → dict. A value ends where the next field begins (see
+    JOB_RECORD_KEYS), so values with spaces are whole; trailing spaces are dropped."""
+    line = next((line for line in text.splitlines() if line.strip()), "")
     record: dict[str, str] = {}
-    for token in text.split():
-        key, sep, value = token.partition("=")
-        if sep:
+    key: str | None = None
+    for token in line.split(" "):
+        name, sep, value = token.partition("=")
+        looks_like_key = bool(sep and name[:1].isalpha() and _KEY_CHARACTERS.issuperset(name))
+        if looks_like_key and (name in JOB_RECORD_KEYS or key not in FREE_TEXT_KEYS):
+            key = name
             record[key] = value
-    return record
+        elif key is not None:
+            record[key] += " " + token
+    return {name: value.rstrip() for name, value in record.items()}
 
 
 def _text(data: str | bytes) -> str:
@@ -282,9 +350,17 @@ def cluster_name(slurm_conf: str) -> str:
 class Slurm:
     """Runs Slurm commands for one slurm.conf, found without relying on PATH."""
 
-    def __init__(self, site: SiteConfig, slurm_conf: str, version_cache: str | None = None):
+    def __init__(
+        self,
+        site: SiteConfig,
+        slurm_conf: str,
+        version_cache: str | None = None,
+        timeout: float | None = None,
+    ):
         self.site = site
         self.slurm_conf = slurm_conf
+        # seconds each command may take, unless told otherwise
+        self.timeout = timeout or COMMAND_TIMEOUT
         # what every command gets on top of our environment
         self.env = {"SLURM_CONF": slurm_conf}
         self.version_cache = version_cache
@@ -293,16 +369,10 @@ class Slurm:
     def path(self, name: str) -> str:
         return self.site.command(name)
 
-    def command(self, argv: Sequence[str]) -> Any:
-        """A plumbum command for `argv` with this cluster's SLURM_CONF, as the real user."""
-        from plumbum import local
-
-        argv = as_real_user(argv)
-        return local[argv[0]][argv[1:]].with_env(**self.env)
-
     def popen(self, argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> Any:
-        """Start `argv` with exactly `env` (plumbum always adds our own environment, and
-        srun takes SLURM_* variables from its environment as options). As the real user."""
+        """Start `argv` with exactly `env`, which the caller builds from what scrun sets
+        (the job env, SLURM_CONF, PATH): srun takes SLURM_* variables from its environment
+        as options. As the real user."""
         import subprocess
 
         try:
@@ -313,11 +383,16 @@ class Slurm:
     def run(self, argv: Sequence[str], timeout: float | None = None) -> tuple[int, str, str]:
         """Run with plumbum to completion; returns (status, stdout, stderr), never raises on
         status. A command still running after `timeout` seconds is killed: SlurmError."""
-        from plumbum import ProcessExecutionError, ProcessTimedOut
+        from plumbum import ProcessExecutionError, ProcessTimedOut, local
 
-        timeout = timeout or COMMAND_TIMEOUT
+        timeout = timeout or self.timeout
+        real_argv = as_real_user(argv)
         try:
-            code, out, err = self.command(argv).run(retcode=None, timeout=timeout)
+            with local.env():  # plumbum adds its whole environment: make it exactly ours
+                local.env.clear()
+                local.env.update(command_environment(os.environ, self.env))
+                command = local[real_argv[0]][real_argv[1:]]
+                code, out, err = command.run(retcode=None, timeout=timeout)
         except ProcessTimedOut as exc:
             raise SlurmError(_timed_out(argv, timeout)) from exc
         except ProcessExecutionError as exc:  # pragma: no cover - retcode=None prevents it
@@ -332,11 +407,11 @@ class Slurm:
         SlurmError."""
         import subprocess
 
-        timeout = timeout or COMMAND_TIMEOUT
+        timeout = timeout or self.timeout
         try:
             done = subprocess.run(
                 as_real_user(argv),
-                env={**os.environ, **self.env},
+                env=command_environment(os.environ, self.env),
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 timeout=timeout,
@@ -389,7 +464,7 @@ class Slurm:
         try:
             salloc = spawn(
                 argv,
-                {**os.environ, **self.env},
+                command_environment(os.environ, self.env),
                 stdin=salloc_stdin,
                 stdout=salloc_stdout,
                 stderr=messages,

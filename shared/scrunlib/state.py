@@ -55,18 +55,35 @@ def shell_exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def process_start_time(pid: int) -> int | None:
-    """The kernel's start time of `pid` (clock ticks since boot), None if it is gone or a
-    zombie. Pid plus start time identifies a process even after its pid is reused."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat after the command name (state first), None once it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stream:
             stat = stream.read().decode(errors="replace")
     except OSError:
         return None
-    fields_after_name = stat[stat.rfind(")") + 2 :].split()
-    if fields_after_name[0] in ("Z", "X"):
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def process_start_time(pid: int) -> int | None:
+    """The kernel's start time of `pid` (clock ticks since boot), None if it is gone or a
+    zombie. Pid plus start time identifies a process even after its pid is reused."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):
         return None
-    return int(fields_after_name[19])
+    return int(fields[19])
+
+
+# A process in these states does not act on a signal until something else wakes it: D
+# (uninterruptible sleep: a hung NFS server; also a task frozen by a cgroup freezer), T and
+# t (stopped, traced). Even SIGKILL waits.
+STUCK_STATES = ("D", "T", "t")
+
+
+def process_stuck(pid: int) -> str | None:
+    """The state letter of a live process that cannot act now (STUCK_STATES), else None."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields is not None and fields[0] in STUCK_STATES else None
 
 
 def process_alive(pid: int | None, start_time: int | None) -> bool:

@@ -13,6 +13,7 @@ from scrunlib.job_options import (
     VARIABLES,
     JobVariable,
 )
+from scrunlib.slurm import SLURM_INPUT_PREFIXES
 from scrunlib.slurm_version import version_text
 
 
@@ -45,6 +46,28 @@ def markdown_table() -> str:
             f"| {variable.target} | {_notes(variable)} |"
         )
     lines += [
+        "",
+        "## What steers the job: only SCRUN_* variables",
+        "",
+        "As with upstream's scrun (which calls Slurm's API), only the SCRUN_* variables above",
+        "and `SLURM_CONF` (which slurm.conf; `-f` wins over it, it wins over the site file)",
+        "steer a container's job. Slurm's own input variables, "
+        + ", ".join(f"`{prefix}*`" for prefix in SLURM_INPUT_PREFIXES)
+        + ",",
+        "are removed from the environment of every Slurm command scrun runs (`salloc`,",
+        "`srun`, `squeue`, `scancel`, `scontrol`), whether they come from the caller's",
+        "shell (podman 5 and docker pass it on), from podman's own environment or from",
+        "`config.json` `process.env`. So `SALLOC_PARTITION=second podman run …` does not",
+        "move the job; `SCRUN_PARTITION=second` does. What scrun sets itself is kept:",
+        "`SLURM_CONF`, and for the container's step and `slurm.remote_command` the job's",
+        "`SLURM_*` variables (below). `SLURM_JOB_ID` is read by scrun itself: set, the",
+        "container runs in that existing job (scrun passes `--jobid`).",
+        "",
+        "`scrun.lua`'s `slurm.allocator_command` and `slurm.remote_command` run with the job",
+        "environment scrun builds (below); while it is empty (no job yet), as upstream, with",
+        "scrun's own environment, minus the same Slurm input variables. The script's own",
+        "`os.execute` and `io.popen` inherit scrun's environment unchanged (Lua's own",
+        "functions: scrun does not run those commands).",
         "",
         "## Value kinds",
         "",

@@ -476,6 +476,61 @@ def test_delete_after_the_anchor_was_killed(cluster: Cluster, scrun: Scrun) -> N
     )
 
 
+FREEZER = Path("/sys/fs/cgroup/freezer")
+DELETE_TIMEOUT = 5.0  # the site's delete_timeout: the default (the cluster's scrun.toml has none)
+
+
+def freeze(cgroup: Path, pid: int, state: str = "FROZEN") -> None:
+    """Move `pid` into a v1 freezer cgroup and freeze (or thaw) it, as crun's test_delete
+    freezes a container: the process then ignores every signal, SIGKILL too, until thawed."""
+    cgroup.mkdir(exist_ok=True)
+    if state == "FROZEN":
+        (cgroup / "cgroup.procs").write_text(str(pid))
+    (cgroup / "freezer.state").write_text(state)
+    wait_for(
+        f"freezer {state}", lambda: (cgroup / "freezer.state").read_text().strip() == state, 10
+    )
+
+
+@pytest.mark.skipif(not FREEZER.is_dir(), reason="needs a cgroup v1 freezer")
+def test_delete_of_a_frozen_anchor_returns_and_ends_its_job(
+    cluster: Cluster, scrun: Scrun, tmp_path: Path
+) -> None:
+    """delete --force returns within delete_timeout (and a little for scancel) although the
+    anchor cannot die, cancels its job, keeps the state; a delete once it has been thawed
+    (and so died of the SIGKILL) finishes. kill is bounded the same way."""
+    state = start_sleeper(cluster, scrun, "frozen")
+    anchor, job_id = state["pid"], state["jobId"]
+    wait_for("the step's srun", lambda: bool(sruns_of_job(job_id)), 10, lambda: "none")
+    cgroup = FREEZER / f"scrun-test-{os.getpid()}-{tmp_path.name}"
+    freeze(cgroup, anchor)
+    try:
+        assert process_state(anchor) == "D"
+        started = time.monotonic()
+        killed = scrun("kill", "frozen", "USR1", timeout=60)
+        assert time.monotonic() - started < DELETE_TIMEOUT + 5, killed.stderr
+        assert killed.returncode == 0, killed.stderr
+        assert f"signal 10 sent with scancel to {job_id}." in killed.stderr
+
+        started = time.monotonic()
+        deleted = scrun("delete", "--force", "frozen", timeout=120)
+        took = time.monotonic() - started
+        assert took < DELETE_TIMEOUT + 5, f"{took:.1f} s: {deleted.stderr}"
+        assert deleted.returncode == 1
+        assert len(deleted.stderr.splitlines()) == 1, deleted.stderr
+        assert f"anchor {anchor} cannot be stopped (process state D" in deleted.stderr
+        assert f"ended job {job_id}" in deleted.stderr
+        wait_job_gone(cluster, job_id)
+        assert scrun.entries() == ["frozen"]  # kept for the delete that finishes
+    finally:
+        freeze(cgroup, anchor, "THAWED")
+        wait_for("the anchor's death", lambda: not process_running(anchor), 10, str)
+        cgroup.rmdir()
+    deleted = scrun("delete", "frozen", timeout=60)
+    assert deleted.returncode == 0, deleted.stderr
+    scrun.assert_root_empty()
+
+
 def test_job_cancelled_from_outside_ends_the_container(cluster: Cluster, scrun: Scrun) -> None:
     state = start_sleeper(cluster, scrun, "outside")
     anchor, job_id = state["pid"], state["jobId"]

@@ -131,10 +131,12 @@ def test_a_refused_allocation_leaves_no_socket(fp, site, spool, bundle) -> None:
         "Invalid partition name specified' >&2\nexit 1\n"
     )
     fp.allow_unregistered(True)
+    fp.register([site.tool("scancel"), fp.any()])  # counted, had it run
     with pytest.raises(SlurmError, match=r"allocation refused: .*Invalid partition"):
         creation(site, spool, bundle).create()
     assert not os.path.exists(spool.socket)
     assert fp.call_count([site.tool("scancel"), fp.any()]) == 0  # there is no job to end
+    assert not site.ran("scancel")
 
 
 def test_a_refused_allocation_names_the_job_options_asked_for(
@@ -240,12 +242,14 @@ def test_the_end_records_the_exit_code_and_ends_the_job(fp, site, spool, bundle,
     fp.register(step_argv(site, bundle), returncode=3)
     created.handle({"op": "start"})
     fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    fp.register([site.tool("scancel"), fp.any()])  # counted, had it run
     assert created.stop() == 3
     state = saved(spool)
     assert (state.status, state.exit_code, state.job_ended) == (Status.STOPPED, 3, True)
     assert state.error is None  # the container ended, not Slurm
     assert job_status(site) == "3"  # salloc ended the job with the container's code
     assert fp.call_count([site.tool("scancel"), fp.any()]) == 0
+    assert not site.ran("scancel")
     assert not os.path.exists(spool.socket)
 
 
@@ -284,6 +288,7 @@ def test_a_joined_job_runs_a_step_of_its_own_and_is_not_ended(
     assert not site.ran("salloc")
     fp.register([site.tool("squeue"), fp.any()], stdout=f"{JOB}.4 scrun-c1\n{JOB}.0 other\n")
     fp.register([site.tool("scancel"), "--quiet", f"{JOB}.4"])
+    fp.register([site.tool("scancel"), "--quiet", str(JOB)])  # counted, had it run
     assert container.stop() == 0
     assert fp.call_count([site.tool("scancel"), "--quiet", f"{JOB}.4"]) == 1
     assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 0  # not ours to end

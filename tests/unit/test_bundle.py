@@ -260,3 +260,20 @@ def test_slurmd_gets_a_copy_of_another_config_file(tmp_path):
     assert node.path == str(target)
     assert json.loads((target / "config.json").read_text())["process"]["args"] == ["other"]
     assert os.readlink(target / "rootfs") == str(tmp_path / "rootfs")
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        ({"process": {"args": ["sh", "a\0b"]}}, "process.args[1]"),
+        ({"process": {"args": ["\ud800"]}}, "process.args[0]"),
+        ({"process": {"args": ["sh"], "env": ["A=\udcff"]}}, "process.env[0]"),
+        ({"process": {"args": ["sh"], "cwd": "/\0"}}, "process.cwd"),
+        ({"root": {"path": "rootfs\ud800"}}, "root.path"),
+        ({"annotations": {"a": "\ud800"}}, "an annotation"),
+    ],
+)
+def test_text_no_file_or_command_can_hold_is_refused(change, where):
+    config = {"root": {"path": "rootfs"}, "process": {"args": ["sh"]}, **change}
+    with pytest.raises(InvalidInput, match=re.escape(where)):
+        bundles.parse("/b", config)

@@ -282,3 +282,152 @@ def test_version_says_why_slurms_release_is_unknown(root, tmp_path, capsys):
     assert main(["version"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert last == "slurm: unknown (srun --version failed: srun: fatal: no slurm.conf)"
+
+
+def test_an_undecodable_byte_in_the_input_is_shown_escaped(root, capsys):
+    """os.environ and argv hold an undecodable byte as a lone surrogate: the one error line
+    shows it as \\udcXX instead of failing to be written."""
+    assert main(["state", "bad\udcffid"]) == 1
+    line = one_error_line(capsys)
+    assert "udcff" in line
+    line.encode()  # no surrogate left in it
+
+
+def test_error_messages_hold_no_surrogates():
+    from scrunlib.errors import ScrunError
+
+    assert ScrunError("value \udcff\nnext").message == "value \\udcff next"
+
+
+FREEZER = "/sys/fs/cgroup/freezer"
+
+
+class Frozen:
+    """A process frozen in a cgroup v1 freezer: SIGKILL waits until it is thawed."""
+
+    def __init__(self, name: str) -> None:
+        import subprocess
+
+        self.cgroup = os.path.join(FREEZER, name)
+        os.makedirs(self.cgroup, exist_ok=True)
+        self.process = subprocess.Popen(["sleep", "60"])
+        with open(os.path.join(self.cgroup, "cgroup.procs"), "w") as stream:
+            stream.write(str(self.process.pid))
+        self._write_state("FROZEN")
+
+    def _write_state(self, state: str) -> None:
+        import time
+
+        with open(os.path.join(self.cgroup, "freezer.state"), "w") as stream:
+            stream.write(state)
+        for _ in range(200):
+            with open(os.path.join(self.cgroup, "freezer.state")) as stream:
+                if stream.read().strip() == state:
+                    return
+            time.sleep(0.01)
+
+    def thaw(self) -> int | None:
+        self._write_state("THAWED")
+        try:
+            return self.process.wait(timeout=10)
+        finally:
+            os.rmdir(self.cgroup)
+
+
+def stuck_container(root, tmp_path, anchor_pid: int, delete_timeout: float):
+    """A running container whose anchor is `anchor_pid`, job 5, and a fake scancel."""
+    from scrunlib.spool import Spool
+    from scrunlib.state import ContainerState, Status, process_start_time
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scancel").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/scancel.calls\n')
+    (bin_dir / "scancel").chmod(0o755)
+    (tmp_path / "none.toml").write_text(
+        f'bin_dir = "{bin_dir}"\ndelete_timeout = {delete_timeout}\nlua_timeout = 300\n'
+    )
+    spool = Spool(str(root), "stuck")
+    spool.create()
+    ContainerState(
+        id="stuck",
+        bundle="/b",
+        rootfs="/b/rootfs",
+        status=Status.RUNNING,
+        job_id=5,
+        anchor_pid=anchor_pid,
+        anchor_start_time=process_start_time(anchor_pid),
+    ).save(spool)
+    return spool
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.isdir(FREEZER), reason="needs root and a v1 freezer"
+)
+def test_delete_of_a_frozen_anchor_ends_its_job_within_the_bound(root, tmp_path, capsys):
+    """The anchor ignores SIGTERM and SIGKILL while frozen: delete waits delete_timeout,
+    cancels the job itself, says so in one line and keeps the state; once the anchor is
+    thawed (and so dies of the SIGKILL), a second delete finishes."""
+    import time
+
+    frozen = Frozen(f"scrun-unit-{os.getpid()}")
+    try:
+        spool = stuck_container(root, tmp_path, frozen.process.pid, delete_timeout=1)
+        started = time.monotonic()
+        assert main(["delete", "--force", "stuck"]) == 1
+        assert time.monotonic() - started < 5
+        line = one_error_line(capsys)
+        assert f"anchor {frozen.process.pid} cannot be stopped (process state D" in line
+        assert "ended job 5" in line and "stays until `scrun delete stuck`" in line
+        assert (tmp_path / "scancel.calls").read_text() == "--quiet 5\n"
+        assert os.path.isdir(spool.path)
+    finally:
+        code = frozen.thaw()
+    assert code in (-15, -9)  # the signals delete sent are acted on once it is thawed
+    assert main(["delete", "stuck"]) == 0
+    assert not os.path.exists(spool.path)
+
+
+def test_delete_kills_a_stopped_anchor_after_delete_timeout(root, tmp_path, capsys):
+    """A stopped anchor (state T) would be waited for lua_timeout + step_grace + 30 s;
+    after delete_timeout it gets SIGKILL, which ends it, and the delete completes."""
+    import signal
+    import subprocess
+    import time
+
+    anchor = subprocess.Popen(["sleep", "60"])
+    os.kill(anchor.pid, signal.SIGSTOP)
+    spool = stuck_container(root, tmp_path, anchor.pid, delete_timeout=0.5)
+    started = time.monotonic()
+    assert main(["delete", "--force", "stuck"]) == 0
+    assert time.monotonic() - started < 5
+    assert anchor.wait(timeout=5) == -9
+    assert (tmp_path / "scancel.calls").read_text() == "--quiet 5\n"  # the leftover job
+    assert not os.path.exists(spool.path)
+
+
+def test_kill_signals_the_step_itself_when_the_anchor_cannot_act(root, tmp_path, capsys):
+    """The anchor is stopped: its socket takes the connection but nobody answers. After
+    delete_timeout, kill finds the step as the anchor would and signals it with scancel."""
+    import signal
+    import socket
+    import subprocess
+    import time
+
+    anchor = subprocess.Popen(["sleep", "60"])
+    os.kill(anchor.pid, signal.SIGSTOP)
+    try:
+        spool = stuck_container(root, tmp_path, anchor.pid, delete_timeout=0.5)
+        (tmp_path / "bin" / "squeue").write_text('#!/bin/sh\necho "5.0 scrun"; echo "5.1 x"\n')
+        (tmp_path / "bin" / "squeue").chmod(0o755)
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(spool.socket)
+        server.listen(4)  # never accepted: what a frozen anchor's socket does
+        started = time.monotonic()
+        assert main(["kill", "stuck", "TERM"]) == 0
+        assert time.monotonic() - started < 5
+        assert (tmp_path / "scancel.calls").read_text() == "--quiet --signal=15 5.0\n"
+        assert "signal 15 sent with scancel to 5.0" in one_error_line(capsys)
+        server.close()
+    finally:
+        anchor.kill()
+        anchor.wait()

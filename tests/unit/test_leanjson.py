@@ -52,3 +52,135 @@ def test_loads_refuses_what_json_refuses(text):
 def test_dumps_refuses_values_outside_its_types(value):
     with pytest.raises((ValueError, TypeError)):
         leanjson.dumps(value)
+
+
+def _same(text):
+    """leanjson.loads(text) and json.loads(text) agree: the same value (compared through
+    json.dumps, where NaN equals itself) or both a ValueError."""
+    try:
+        expected = ("value", json.dumps(json.loads(text)))
+    except ValueError:
+        expected = ("error", "")
+    try:
+        got = ("value", json.dumps(leanjson.loads(text)))
+    except ValueError:
+        got = ("error", "")
+    return got == expected
+
+
+def _random_value(rng, depth=0):
+    kind = rng.randrange(9 if depth < 4 else 6)
+    if kind == 0:
+        return rng.choice([None, True, False])
+    if kind == 1:
+        return rng.randrange(-(10**20), 10**20)
+    if kind == 2:
+        return rng.choice(
+            [0.0, -0.0, 1e-300, 3.14, -2.5e17, rng.random() * 10 ** rng.randrange(-9, 9)]
+        )
+    if kind in (3, 4, 5):
+        return _random_string(rng)
+    if kind in (6, 7):
+        return [_random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {_random_string(rng): _random_value(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def _random_string(rng):
+    alphabet = 'ab "\\/\b\f\n\r\t\x00\x1f\x7f é\u2028\ud800\udc00日\U0001f600'
+    return "".join(rng.choice(alphabet) for _ in range(rng.randrange(8)))
+
+
+def test_loads_agrees_with_json_on_generated_and_mutated_documents():
+    """Seeded: every document written by json.dumps, cut at every position and with
+    characters replaced, inserted and dropped, reads the same as with json.loads, or
+    fails with ValueError as json.loads does (never another exception)."""
+    import random
+
+    rng = random.Random(21)
+    pieces = list(' \t\n{}[]:,"\\u0aeE+-.01279tfnlsrINa\x00\x1f\x7fé\ud800')
+    cases = 0
+    for _ in range(300):
+        value = _random_value(rng)
+        text = json.dumps(value, indent=rng.choice([None, 2]), ensure_ascii=rng.random() < 0.5)
+        assert _same(text), text
+        variants = [text[:cut] for cut in range(len(text))]
+        for _ in range(20):
+            at = rng.randrange(len(text) + 1)
+            piece = rng.choice(pieces)
+            variants += [text[:at] + piece + text[at + 1 :], text[:at] + piece + text[at:]]
+        for variant in variants:
+            assert _same(variant), repr(variant)
+            cases += 1
+    assert cases > 10_000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "-",
+        "-0",
+        "-01",
+        "0.",
+        ".5",
+        "1e",
+        "1e+",
+        "1E-7",
+        "1.5e3",
+        "2" * 5000,
+        "1e400",
+        "NaN",
+        "-Infinity",
+        "-NaN",
+        "Infinity",
+        "infinity",
+        "nulll",
+        "tru",
+        '"\\u12"',
+        '"\\u12g4"',
+        '"\\ud800\\udc00"',
+        '"\\ud800\\u0041"',
+        '"\\ud800"',
+        '"\\x"',
+        '"\\',
+        '"\\u+123"',
+        '"\\u_123"',
+        '"\t"',
+        '"\x7f\u2028"',
+        "\ufeff{}",
+        '{"a":1,"a":2}',
+        "[1,]",
+        "[,1]",
+        "{,}",
+        '{"a"}',
+        "[1 2]",
+        "\x0c1",
+        "1\x0c",
+        "[]]",
+        "{}}",
+    ],
+)
+def test_loads_agrees_with_json_on_edge_cases(text):
+    assert _same(text)
+
+
+def test_deep_nesting_is_a_value_error():
+    """json.loads raises RecursionError there; leanjson refuses it as bad input."""
+    with pytest.raises(ValueError, match="nested deeper"):
+        leanjson.loads("[" * 100_000)
+    assert leanjson.loads("[" * 100 + "]" * 100) == json.loads("[" * 100 + "]" * 100)
+
+
+def test_loads_refuses_what_is_not_text():
+    with pytest.raises(ValueError):
+        leanjson.loads(b"{}")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_dumps_agrees_with_json_on_generated_values(seed):
+    import random
+
+    rng = random.Random(seed)
+    for _ in range(500):
+        value = _random_value(rng)
+        for indent in (None, 2):
+            assert leanjson.dumps(value, indent=indent) == json.dumps(value, indent=indent)

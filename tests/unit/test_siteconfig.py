@@ -48,3 +48,11 @@ def test_a_bad_file_is_an_error_and_never_cached(site_file):
 def test_an_unwritable_cache_is_not_an_error(site_file):
     _, environ, _ = site_file
     assert siteconfig.load(environ, cache="/nonexistent/dir/cache").step_grace == 3.0
+
+
+def test_a_site_config_that_is_not_a_file_is_an_error(tmp_path):
+    """A directory named by SCRUN_SITE_CONFIG is a mistake, not "no site file" (whose
+    defaults would run whatever Slurm /usr/bin holds)."""
+    with pytest.raises(InvalidInput, match="is not a regular file"):
+        siteconfig.load({"SCRUN_SITE_CONFIG": str(tmp_path)})
+    assert siteconfig.load({"SCRUN_SITE_CONFIG": str(tmp_path / "none.toml")}).bin_dir is None

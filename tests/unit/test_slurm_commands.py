@@ -291,3 +291,65 @@ def test_in_a_rootless_namespace_every_command_runs_as_the_real_user(fp, slurm, 
     assert os.path.basename(argv[0]) == "unshare"
     assert argv[1:6] == ["--user", "--map-user=1001", "--map-group=1002", "--keep-caps", "--"]
     assert argv[6] == f"{bindir}/salloc"
+
+
+# A record as Slurm 22.05 prints it (`scontrol -o show job`), with a job name, a comment, a
+# reason and a working directory holding spaces (and `word=word`), and the double space
+# before Power= that scontrol writes.
+SPACED = (
+    "JobId=8 JobName=train gpt UserId=root(0) GroupId=root(0) MCS_label=N/A "
+    "Priority=4294901752 Nice=0 Account=(null) QOS=(null) JobState=PENDING "
+    "Reason=launch failed requeued held Dependency=(null) Requeue=1 Restarts=0 BatchFlag=0 "
+    "Reboot=0 ExitCode=0:0 RunTime=00:00:00 TimeLimit=UNLIMITED Partition=second "
+    "AllocNode:Sid=localhost:24963 ReqNodeList=(null) NodeList=n[1-2] NumNodes=2 NumCPUs=2 "
+    "NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=2,node=2,billing=2 Socks/Node=* "
+    "Features=(null) Command=/bin/sh -c x=1 WorkDir=/home/a b/run Comment=first run: lr=3e-4 "
+    " Power= \n"
+)
+
+
+def test_scontrol_records_keep_values_with_spaces_whole():
+    record = parse_scontrol_record(SPACED)
+    assert record["JobName"] == "train gpt"
+    assert record["Reason"] == "launch failed requeued held"
+    assert record["Command"] == "/bin/sh -c x=1"
+    assert record["WorkDir"] == "/home/a b/run"
+    assert record["Comment"] == "first run: lr=3e-4"
+    assert record["TRES"] == "cpu=2,node=2,billing=2"  # `=` in a value that is not free text
+    # and the fields after them are where they belong
+    assert (record["Partition"], record["NodeList"], record["NumNodes"]) == (
+        "second",
+        "n[1-2]",
+        "2",
+    )
+    assert record["Power"] == ""
+    assert record["AllocNode:Sid"] == "localhost:24963"
+
+
+def test_a_key_newer_slurm_adds_still_ends_the_value_before_it():
+    record = parse_scontrol_record("JobId=8 Partition=debug NewField=x y JobState=RUNNING")
+    assert record == {"JobId": "8", "Partition": "debug", "NewField": "x y", "JobState": "RUNNING"}
+
+
+def test_only_the_first_record_is_read():
+    assert parse_scontrol_record("\nJobId=1 JobName=a\nJobId=2 JobName=b\n") == {
+        "JobId": "1",
+        "JobName": "a",
+    }
+
+
+def test_the_job_env_takes_the_whole_job_name():
+    from scrunlib.jobenv import slurm_variables
+
+    env = slurm_variables(parse_scontrol_record(SPACED), "unit", "login1")
+    assert env["SLURM_JOB_NAME"] == "train gpt"
+    assert env["SLURM_JOB_PARTITION"] == "second"
+
+
+def test_step_and_tag_lookups_take_names_with_spaces(fp, slurm):
+    client, bindir = slurm
+    fp.register(
+        [f"{bindir}/squeue", "-h", "-s", "-j", "9", "-o", "%i %j"],
+        stdout="9.0 train gpt\n9.1 train\n9.2 train gpt x\n",
+    )
+    assert client.step_ids(9, "train gpt") == [0]

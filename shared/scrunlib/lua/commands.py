@@ -64,10 +64,15 @@ class CommandRunner(Protocol):
 
 
 def command_env(job_env: Sequence[str]) -> dict[str, str]:
-    """A command's environment: the job env (`NAME=VALUE` entries), or, as upstream, this
-    process's own environment when the job env is empty."""
+    """A command's environment: the job env (`NAME=VALUE` entries, which scrun builds), or,
+    as upstream, this process's own environment when the job env is empty, without Slurm's
+    input variables (scrunlib.slurm.command_environment: only SCRUN_* steer the job)."""
     env = dict(entry.split("=", 1) for entry in job_env if "=" in entry)
-    return env or dict(os.environ)
+    if env:
+        return env
+    from scrunlib.slurm import command_environment
+
+    return command_environment(os.environ, {})
 
 
 class SubprocessRunner:

@@ -6,8 +6,8 @@ rootfs) → `created`, pid file written; returns Created, what scrun_anchor.cont
 Every failure undoes what was done before reporting.
 
 This phase imports only what it needs, which is little: os, scrun's own modules, and the
-interpreter's built-in `_signal`, `_socket`, `_json` (scrunlib.signals, the raw socket of
-scrunlib.protocol, scrunlib.leanjson). What serving the container needs
+interpreter's built-in `_signal` and `_socket` (scrunlib.signals, the raw socket of
+scrunlib.protocol). What serving the container needs
 (scrun_anchor.container: subprocess, selectors, signal, socket: ~10 ms) is imported while
 salloc waits for slurmctld, and the job's record (scontrol) is fetched once `created` is
 reported, while podman prepares `start`, unless stage-in needs it first.

@@ -11,7 +11,7 @@ import sys
 
 import scrunlib
 from scrunlib import log, siteconfig
-from scrunlib.errors import ScrunError, UsageError, print_error
+from scrunlib.errors import ScrunError, UsageError, internal_error, print_error
 from scrunlib.launch import OPTIONS, ReadyPipe
 from scrunlib.log import ERROR, INFO, LogSettings
 from scrunlib.options import HelpRequested, one_id, parse, usage_text
@@ -70,7 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             program="scrun-anchor",
         )
         log.configure(settings)
-        sys.stderr = open(spool.log_file, "a", encoding="utf-8")  # noqa: SIM115 - for tracebacks
+        sys.stderr = open(  # noqa: SIM115 - for tracebacks
+            spool.log_file, "a", encoding="utf-8", errors="backslashreplace"
+        )
         creation = Creation(
             spool=spool,
             bundle_path=values["bundle"],
@@ -86,6 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         created = creation.create()
     except ScrunError as exc:
         ready.error(exc.message)
+        return 1
+    except Exception as exc:  # a bug: create reports it in one line; anchor.log has the rest
+        ready.error(internal_error(exc, traceback=True).message)
         return 1
     ready.created(os.getpid())
     settings.log_file = values.get("log")

@@ -15,7 +15,7 @@ from importlib import metadata
 from typing import NoReturn
 
 from scrunlib import siteconfig
-from scrunlib.errors import ScrunError, UsageError, print_error
+from scrunlib.errors import ScrunError, UsageError, internal_error, print_error
 from scrunlib.lua.stage import find_script
 
 from scrun_lua_check.codes import CODES, matches
@@ -76,6 +76,9 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--list-codes", action="store_true", help="list all codes and exit")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument(
+        "--debug", action="store_true", help="print the traceback of an internal error"
+    )
     dry = parser.add_argument_group("dry run")
     dry.add_argument(
         "--dry-run",
@@ -179,6 +182,10 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         code = EXIT_ERRORS
     except BrokenPipeError:  # `scrun-lua-check ... | head`: the reader has seen enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_ERRORS
+    except Exception as exc:  # a bug: one line, the traceback only with --debug
+        words = sys.argv[1:] if argv is None else argv
+        print_error(PROG, internal_error(exc, traceback="--debug" in words).message)
         code = EXIT_ERRORS
     sys.exit(code)
 

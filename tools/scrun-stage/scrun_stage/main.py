@@ -20,7 +20,7 @@ from typing import NoReturn
 import scrunlib
 from scrunlib import bundle as bundles
 from scrunlib import jobenv, log, siteconfig, spool
-from scrunlib.errors import ScrunError, UsageError, print_error
+from scrunlib.errors import ScrunError, UsageError, internal_error, print_error
 from scrunlib.lua.stage import (
     LogRecord,
     StageContext,
@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=("text", "json"), default="text", help="report format (default: text)"
     )
     common.add_argument(
+        "--debug", action="store_true", help="print the traceback of an internal error"
+    )
+    common.add_argument(
         "-v",
         "--verbose",
         action="count",
@@ -184,6 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ScrunError as exc:  # UsageError 2, LuaLoadError 3, the others 1
         print_error("scrun-stage", exc.message)
         return exc.exit_code
+    except Exception as exc:  # a bug: one line, the traceback only with --debug
+        error = internal_error(exc, traceback=args.debug)
+        print_error("scrun-stage", error.message)
+        return error.exit_code
     sys.stdout.write(render_json(report) if args.format == "json" else render_text(report))
     return report.exit_status
 

@@ -5,6 +5,12 @@ unknown id succeeds, as podman's and containerd's cleanups need. The normal case
 anchor has already staged out, ended the job and exited) touches no Slurm command and no
 Lua at all. After an anchor that died first, delete runs scrun.lua's stage-out for it
 (a failure is reported, the delete goes on) and ends its step and job.
+
+An anchor that cannot act (frozen by a cgroup freezer, stopped, or in uninterruptible sleep
+on a hung filesystem) ignores even SIGKILL until it is woken. delete waits for it the site's
+`delete_timeout` seconds, then ends the container's job itself and fails with one line
+saying so; the spool directory stays for a later `delete`, which finishes once the anchor
+has gone.
 """
 
 from __future__ import annotations
@@ -12,12 +18,12 @@ from __future__ import annotations
 import os
 
 from scrunlib import log
-from scrunlib.errors import ContainerNotFound
+from scrunlib.errors import ContainerNotFound, ScrunError, SlurmError
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.signals import SIGKILL, SIGTERM
 from scrunlib.spawn import ends_within
 from scrunlib.spool import Spool
-from scrunlib.state import ContainerState, process_alive
+from scrunlib.state import ContainerState, process_alive, process_stuck
 
 from scrun_cli.context import CommandContext
 
@@ -52,22 +58,73 @@ def wait_gone(pid: int, start_time: int | None, timeout: float) -> bool:
         os.close(pidfd)
 
 
-def stop_anchor(ctx: CommandContext, state: ContainerState) -> None:
-    """SIGTERM makes the anchor end the step and job, stage out and exit; a stuck anchor
-    gets SIGKILL and the leftovers are then ended by `release_leftovers`."""
-    os.kill(state.anchor_pid, SIGTERM)
-    timeout = ctx.site.lua_timeout + ctx.site.step_grace + 30
-    if not wait_gone(state.anchor_pid, state.anchor_start_time, timeout):
-        log.error(f"anchor {state.anchor_pid} did not stop in {timeout:.0f}s; killing it")
-        os.kill(state.anchor_pid, SIGKILL)
-        wait_gone(state.anchor_pid, state.anchor_start_time, 5)
+def send_signal(pid: int, signum: int) -> bool:
+    """Whether `pid` was there to be signalled (it may end between our check and now)."""
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def stop_anchor(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
+    """SIGTERM makes the anchor end the step and job, stage out and exit. One still busy
+    after `delete_timeout` (a long stage-out) is waited for as long as its hooks and step may
+    take, then killed; the leftovers are then ended by `release_leftovers`. One that cannot
+    act is killed at once and its job ended here: a ScrunError (see the module docstring)."""
+    pid, start_time = state.anchor_pid, state.anchor_start_time
+    if not send_signal(pid, SIGTERM):
+        return
+    bound = ctx.site.delete_timeout
+    if wait_gone(pid, start_time, bound):
+        return
+    stuck = process_stuck(pid)
+    if stuck is None:
+        longest = ctx.site.lua_timeout + ctx.site.step_grace + 30
+        if wait_gone(pid, start_time, max(longest - bound, 0)):
+            return
+        log.error(f"anchor {pid} did not stop in {longest:.0f}s; killing it")
+    send_signal(pid, SIGKILL)  # a stuck one dies once it is woken (thawed, its I/O done)
+    if wait_gone(pid, start_time, 1 if stuck else 5):
+        return
+    raise end_job_of_stuck_anchor(ctx, spool, stuck or process_stuck(pid) or "?")
+
+
+def end_job_of_stuck_anchor(ctx: CommandContext, spool: Spool, stuck: str) -> ScrunError:
+    """The anchor cannot end the container's job: end it (its step's srun, then the job, by
+    id or by its tag while it is being allocated) from here, each Slurm command bounded by
+    `delete_timeout`; return the one line that says what stays."""
+    state = ContainerState.load(spool)  # the anchor may have recorded the job since
+    if state.step_pid and process_alive(state.step_pid, state.step_start_time):
+        send_signal(state.step_pid, SIGKILL)
+    from scrunlib.slurm import Slurm  # only on this fault path
+
+    slurm = Slurm(ctx.site, ctx.slurm_conf, timeout=ctx.site.delete_timeout)
+    try:
+        if state.job_id is None:
+            slurm.cancel_tagged(state.id)
+            ended = f"cancelled the jobs tagged {state.id!r}"
+        elif state.job_ended:
+            ended = f"job {state.job_id} had ended"
+        else:
+            slurm.end_container_job(
+                state.job_id, existing_job=state.existing_job, step_name=state.step_name
+            )
+            ended = f"ended job {state.job_id}"
+    except SlurmError as exc:
+        ended = f"could not end its job: {exc.message}"
+    return ScrunError(
+        f"anchor {state.anchor_pid} cannot be stopped (process state {stuck}: frozen, "
+        f"stopped or waiting on I/O); {ended}; {spool.path} stays until `scrun delete "
+        f"{state.id}` once the anchor has gone"
+    )
 
 
 def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
     """After an anchor died without cleaning up: end our step's srun, stage out (while the
     job still runs, as the anchor would have), end our job."""
     if state.step_pid and process_alive(state.step_pid, state.step_start_time):
-        os.kill(state.step_pid, SIGKILL)
+        send_signal(state.step_pid, SIGKILL)
     if os.path.exists(spool.stage_file):
         from scrunlib.stageout import PendingStageOut  # only on this fault path: lupa
 
@@ -87,7 +144,7 @@ def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) 
 
 def delete_container(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
     if state.anchor_alive():
-        stop_anchor(ctx, state)
+        stop_anchor(ctx, spool, state)
         try:
             state = ContainerState.load(spool)
         except ContainerNotFound:

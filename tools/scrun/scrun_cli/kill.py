@@ -1,12 +1,17 @@
-"""`scrun kill [--all] ID [SIGNAL]`: signal the container's processes through Slurm."""
+"""`scrun kill [--all] ID [SIGNAL]`: signal the container's processes through Slurm.
+
+The anchor signals the step. One that does not answer within the site's `delete_timeout`
+because it cannot act (frozen, stopped, in uninterruptible sleep) is bypassed: the signal
+goes to the container's step with scancel from here.
+"""
 
 from __future__ import annotations
 
 from scrunlib import log, protocol
-from scrunlib.errors import InvalidInput
+from scrunlib.errors import AnchorError, InvalidInput
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.signals import SIGRTMAX, SIGTERM
-from scrunlib.state import ContainerState, Status
+from scrunlib.state import ContainerState, Status, process_stuck
 
 from scrun_cli.context import CommandContext
 
@@ -50,5 +55,32 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     if state.effective_status() == Status.STOPPED:
         log.debug(f"kill: container {container_id!r} has already stopped")
         return 0
-    protocol.request(spool.socket, {"op": "kill", "signal": number})
+    try:
+        protocol.request(
+            spool.socket, {"op": "kill", "signal": number}, timeout=ctx.site.delete_timeout
+        )
+    except AnchorError:
+        stuck = process_stuck(state.anchor_pid) if state.anchor_alive() else None
+        if stuck is None or state.job_id is None:
+            raise
+        signal_step_directly(ctx, state, number, stuck)
     return 0
+
+
+def signal_step_directly(
+    ctx: CommandContext, state: ContainerState, number: int, stuck: str
+) -> None:
+    """scancel --signal to the container's step(s), found by name as the anchor finds them,
+    each Slurm command bounded by `delete_timeout`."""
+    from scrunlib.slurm import Slurm  # only on this fault path
+
+    assert state.job_id is not None
+    slurm = Slurm(ctx.site, ctx.slurm_conf, timeout=ctx.site.delete_timeout)
+    steps = slurm.step_ids(state.job_id, state.step_name)
+    for step in steps:
+        slurm.cancel(state.job_id, signal=number, step_id=step)
+    where = ", ".join(f"{state.job_id}.{step}" for step in steps) or "no running step"
+    log.error(
+        f"anchor {state.anchor_pid} cannot act (process state {stuck}): signal {number} "
+        f"sent with scancel to {where}"
+    )

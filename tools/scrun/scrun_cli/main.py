@@ -12,7 +12,7 @@ import os
 import sys
 
 from scrunlib import log
-from scrunlib.errors import ScrunError, UsageError
+from scrunlib.errors import ScrunError, UsageError, internal_error
 from scrunlib.log import DEBUG, LogSettings
 from scrunlib.options import HelpRequested, Opt, parse, usage_text
 from scrunlib.ownership import restrict_umask
@@ -127,6 +127,8 @@ def _context(values: dict[str, Any]) -> CommandContext:
 def main(argv: Sequence[str] | None = None) -> int:
     words = _normalise_rootless(list(sys.argv[1:] if argv is None else argv))
     restrict_umask()
+    # a traceback only for `--debug` among the global options (before the command word)
+    debug = "--debug" in words[: next((i for i, w in enumerate(words) if w in COMMANDS), None)]
     try:
         # The SCRUN_*DEBUG levels apply from the start (to the ignored-option debug lines);
         # -v, --debug and --log once the global options are known.
@@ -158,6 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         log.error("interrupted")
         return 130
+    except Exception as exc:  # a bug: one line, never a traceback unless asked for
+        error = internal_error(exc, traceback=debug)
+        log.error(error.message)
+        return error.exit_code
 
 
 def entry() -> NoReturn:
