@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_SCRIPT = REPO / "tests" / "lua" / "seed_scrun.lua"
+# Slurm 26.05's own example (scrun(1) of slurm-client 26.05.5), verbatim
+MAN_26_05_SCRIPT = REPO / "tests" / "lua" / "man_26_05_scrun.lua"
 IMAGE = "localhost/busybox"
 # Where the seed script stages: <scratch_path>/<uid>/slurm/scrun/<id>/ with scratch /run/user.
 SCRATCH = Path(f"/run/user/{os.getuid()}/slurm/scrun")
@@ -87,10 +89,13 @@ def tagged_jobs(cluster: Cluster, container_id: str) -> dict[int, str]:
 # ----------------------------------------------------------------------------- seed script
 
 
+@pytest.mark.parametrize(
+    "script", [SEED_SCRIPT, MAN_26_05_SCRIPT], ids=["seed", "slurm-26.05-man-page"]
+)
 def test_seed_script_runs_a_container(
-    site_runtime: MakeSite, tmp_path: Path, no_leftovers: Callable[..., None]
+    site_runtime: MakeSite, tmp_path: Path, no_leftovers: Callable[..., None], script: Path
 ) -> None:
-    site = site_runtime(SEED_SCRIPT.read_text())
+    site = site_runtime(script.read_text())
     cidfile = tmp_path / "cid"
     done, cid = run_rm(site, cidfile, IMAGE, "cat", "/etc/hostname")
     assert done.returncode == 0, done.stderr
