@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # harness/rootless-docker.sh up|down USER [DIR] -- a rootless dockerd (rootlesskit) of USER,
 # with the runtime `scrun`, as upstream documents for docker with scrun:
-#   * rootlesskit --net=host: no slirp4netns needed,
+#   * rootlesskit --net=host (DOCKERD_ROOTLESS_ROOTLESSKIT_NET=host): no slirp4netns needed,
 #     and scrun reaches slurmctld; no port driver; the vfs storage driver (a plain directory
 #     the nodes can read, as no scrun.lua stages it here)
 #   * data root ~/.local/share/scrun-test-docker, exec root and socket under /run/user/<uid>
@@ -60,16 +60,18 @@ EOF
   if ! alive "$pidfile" dockerd; then
     local script
     script="$(rootless_script)"
+    # docker 28.5 (Debian 14) cannot run a rootless dockerd in the host's network namespace
+    # (its libnetwork needs CAP_NET_ADMIN there: moby/moby#51363), and its script refuses
+    # --net=host since. scrun's Slurm commands need that namespace (salloc and srun talk to
+    # slurmctld and slurmstepd, which call them back): exit 3, "not possible here".
+    if grep -q 'Unsupported RootlessKit network driver' "$script"; then
+      log "UNSUPPORTED: $(PATH="$PATH:/usr/sbin" dockerd --version 2>/dev/null | cut -d, -f1): a rootless dockerd cannot share the host's network namespace (rootlesskit --net=host; moby/moby#51363), which scrun's Slurm commands need"
+      exit 3
+    fi
     as_user mkdir -p "$data"
     log "starting rootless dockerd of $user"
-    # rootlesskit started here with dockerd-rootless.sh's own flags (its parent half), the
-    # script as its child (_DOCKERD_ROOTLESS_CHILD=1: the half that sets up the mount
-    # namespace and runs dockerd): docker 28's script refuses --net=host itself ("Unsupported
-    # RootlessKit network driver: host"), 20.10's and 26.1's passed it on
-    as_user env _DOCKERD_ROOTLESS_CHILD=1 setsid rootlesskit \
-      --state-dir="/run/user/$uid/scrun-test-rootlesskit" --net=host --port-driver=none \
-      --copy-up=/etc --copy-up=/run --propagation=rslave \
-      "$script" --config-file "$conf" --data-root "$data" --exec-root "$exec_root" \
+    as_user env DOCKERD_ROOTLESS_ROOTLESSKIT_NET=host DOCKERD_ROOTLESS_ROOTLESSKIT_PORT_DRIVER=none \
+      setsid "$script" --config-file "$conf" --data-root "$data" --exec-root "$exec_root" \
       --pidfile "$exec_root.pid" -H "unix://$sock" </dev/null >"$D/log/rootless-docker-$user.log" 2>&1 &
     # `docker info`, not `docker version`: Debian 13's dockerd 26.1.5 under rootlesskit
     # --net=host panics serving /version (nil pointer in fillRootlessVersion: rootlesskit
