@@ -105,6 +105,21 @@ def test_exit_code_is_the_containers(podman: Podman, no_leftovers: Callable[...,
     assert done.returncode == 3, done.stderr
 
 
+def test_container_type_in_the_callers_environment_leaves_the_step_a_container(
+    cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
+) -> None:
+    """Slurm 26.05's salloc and srun take --container-type (SALLOC_/SRUN_/SLURM_CONTAINER_TYPE
+    from their environment), and podman 5 passes its caller's environment to the runtime.
+    Whatever such a variable says, the command runs in the container: the image's /usr/bin
+    is a link to ../bin, a node's is a directory."""
+    env = {
+        **cluster.env,
+        **{f"{prefix}_CONTAINER_TYPE": "none" for prefix in ("SALLOC", "SRUN", "SLURM")},
+    }
+    done = scrun_podman(podman, "run", "--rm", IMAGE, "readlink", "/usr/bin", env=env)
+    assert (done.returncode, done.stdout) == (0, "../bin\n"), done.stderr
+
+
 RUNTIME_COMMANDS = frozenset({"create", "start", "state", "kill", "delete"})
 
 
