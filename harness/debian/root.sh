@@ -74,11 +74,6 @@ build_root() {
     tail -20 "$R.packages.log" >&2
     die "installing packages into the $SUITE root failed (log: $R.packages.log)"
   fi
-  # hyperfine (bench/ only) is not in every suite (testing had none); the host's runs there
-  if [ ! -x "$new/usr/bin/hyperfine" ] && [ -x /usr/bin/hyperfine ]; then
-    log "hyperfine: not in $SUITE, the host's copied in"
-    install -m 755 /usr/bin/hyperfine "$new/usr/local/bin/hyperfine"
-  fi
   mv "$new" "$R"
   log "root ready: $R"
 }
@@ -129,6 +124,20 @@ if ! ns_ok; then
     mount --make-rshared /' sh "$R" || die "could not make the mount namespace of $R"
   ns_ok || die "the mount namespace of $R is not usable"
   log "mount namespace ready: $NS"
+fi
+# hyperfine (bench/ only) is not in every suite (testing had none): then stable's, from the
+# same mirror (a Rust binary that needs only libc), through a source pinned so that nothing
+# else comes from it
+if [ ! -x "$R/usr/bin/hyperfine" ]; then
+  log "hyperfine: not in $SUITE, stable's instead"
+  mirror="$(knob MIRROR "$(host_mirror)")"
+  printf 'Types: deb\nURIs: %s\nSuites: stable\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$mirror" >"$R/etc/apt/sources.list.d/scrun-stable.sources"
+  printf 'Package: *\nPin: release a=stable\nPin-Priority: 1\n' >"$R/etc/apt/preferences.d/scrun-stable"
+  nsenter --mount="$NS" -- /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+    DEBIAN_FRONTEND=noninteractive /bin/sh -c \
+    'apt-get update -q && apt-get install -y -q --no-install-recommends -t stable hyperfine' \
+    >"$R.hyperfine.log" 2>&1 || log "hyperfine from stable failed (bench/ needs it; log: $R.hyperfine.log)"
 fi
 cp /etc/hosts "$R/etc/hosts"
 cp /etc/resolv.conf "$R/etc/resolv.conf" 2>/dev/null || true
