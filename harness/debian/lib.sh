@@ -18,13 +18,14 @@
 #   <P>_MIRROR           Debian mirror (default: the host's, else deb.debian.org)
 #   <P>_CLUSTER_DIR      cluster dir INSIDE the root (default /tmp/scrun-cluster)
 #   <P>_SLURMCTLD_PORT   slurmctld's port    <P>_SLURMD_PORT  the first node's (next node +1)
-# SCRUN_APT_CACHE: the .deb files every root's build shares (default /var/cache/scrun-apt; a
-# package file's name holds its version, so roots of different suites can share it).
+# SCRUN_APT_CACHE: where root builds keep the .deb files they fetched, one directory per
+# platform (default /var/cache/scrun-apt/<platform>): a rebuild (the root deleted, the
+# archive moved on) fetches only what changed, and builds of two platforms can run at once
+# (apt locks its archives directory).
 
 DEBIAN_HARNESS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 REPO="$(cd "$DEBIAN_HARNESS/../.." && pwd -P)"
 PLATFORMS="debian13 debian14"
-APT_CACHE="${SCRUN_APT_CACHE:-/var/cache/scrun-apt}"
 case ":$PATH:" in *":/usr/sbin:"*) ;; *) PATH="$PATH:/usr/sbin:/sbin" ;; esac
 export PATH
 
@@ -38,7 +39,8 @@ knob() {
 }
 
 # platform_init NAME: the platform's layout in PLATFORM, SUITE, R (the root), CLUSTER (inside
-# it), CTLD_PORT, SLURMD_PORT, NS (its mount namespace, kept alive by a bind mount on it)
+# it), CTLD_PORT, SLURMD_PORT, APT_CACHE, NS (its mount namespace, kept alive by a bind
+# mount on it)
 platform_init() {
   PLATFORM="${1:-}"
   local ctld
@@ -51,6 +53,7 @@ platform_init() {
   CLUSTER="$(knob CLUSTER_DIR /tmp/scrun-cluster)"
   CTLD_PORT="$(knob SLURMCTLD_PORT "$ctld")"
   SLURMD_PORT="$(knob SLURMD_PORT $((ctld + 1)))"
+  APT_CACHE="${SCRUN_APT_CACHE:-/var/cache/scrun-apt}/$PLATFORM"
   NS="/run/scrun-$PLATFORM/$(printf '%s' "$R" | sha1sum | cut -c1-12).mnt"
 }
 

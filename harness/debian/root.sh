@@ -20,8 +20,11 @@ for tool in debootstrap rsync; do command -v "$tool" >/dev/null || missing+=("$t
 if [ "${#missing[@]}" -gt 0 ]; then
   log "apt-get install ${missing[*]} (host)"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 \
-    || { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+  # one at a time: the roots of two platforms may be built at once (.ci/run)
+  flock /run/scrun-debian-host-apt.lock /bin/sh -c '
+    apt-get install -y -q --no-install-recommends "$@" >&2 \
+      || { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "$@" >&2; }' \
+    sh "${missing[@]}"
 fi
 
 host_mirror() {
