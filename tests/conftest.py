@@ -9,13 +9,17 @@ import subprocess
 
 import pytest
 
-# (name, argv): the first line of each command's answer is shown as it comes
-VERSION_COMMANDS = (
-    ("slurm", ["srun", "--version"]),
-    ("podman", ["podman", "--version"]),
-    ("crun", ["crun", "--version"]),
-    ("docker", ["/usr/bin/docker", "--version"]),
-    ("dockerd", ["dockerd", "--version"]),
+# (name, argv...): the first line of the first command that answers is shown as it comes
+# (srun --version needs a slurm.conf on some releases: without the cluster's, the package's)
+VERSION_COMMANDS: tuple[tuple[str, list[list[str]]], ...] = (
+    (
+        "slurm",
+        [["srun", "--version"], ["dpkg-query", "-W", "-f=slurm-client ${Version}", "slurm-client"]],
+    ),
+    ("podman", [["podman", "--version"]]),
+    ("crun", [["crun", "--version"]]),
+    ("docker", [["/usr/bin/docker", "--version"]]),
+    ("dockerd", [["dockerd", "--version"]]),
 )
 
 
@@ -31,6 +35,16 @@ def tool_version(argv: list[str]) -> str:
     return first if done.returncode == 0 else f"unavailable (exit {done.returncode}: {first})"
 
 
+def first_version(argvs: list[list[str]]) -> str:
+    """The answer of the first command that has one, else the last one's reason."""
+    answer = ""
+    for argv in argvs:
+        answer = tool_version(argv)
+        if not answer.startswith("unavailable ("):
+            break
+    return answer
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    versions = [f"{name}: {tool_version(argv)}" for name, argv in VERSION_COMMANDS]
+    versions = [f"{name}: {first_version(argvs)}" for name, argvs in VERSION_COMMANDS]
     return ["versions: " + "; ".join([*versions, f"python: {platform.python_version()}"])]
