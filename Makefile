@@ -17,25 +17,28 @@ SOURCES := pyproject.toml tools/scrun/bin/scrun $(shell find shared tools -name 
 CLUSTER_DIR ?=
 # lint only the folders that exist (bench/ may be empty or missing)
 LINT_DIRS := $(wildcard shared tools tests bench)
-SHELL_SCRIPTS := $(wildcard harness/*.sh harness/debian13/*.sh bench/*.sh) .ci/run
+SHELL_SCRIPTS := $(wildcard harness/*.sh harness/debian/*.sh bench/*.sh) .ci/run
 PYTEST_ARGS ?=
 # hard stop for a hung test run (CI must finish well under 30 minutes)
 TEST_TIMEOUT ?= 20m
 # load the cluster's exports into a recipe line
 ENV := eval "$$($(REPO)/harness/env.sh $(CLUSTER_DIR))"
-# PLATFORM empty: this machine (Debian 12: Slurm 22.05, podman 4.3). PLATFORM=debian13:
-# Slurm 24.11 and podman 5.4 in a Debian 13 root (harness/debian13/); cluster-up,
-# cluster-down, demo and bench then run there, on its own cluster (other ports; both
-# clusters can run at once).
+# PLATFORM empty: this machine (Debian 12: Slurm 22.05, podman 4.3). PLATFORM=debian13
+# (Slurm 24.11, podman 5.4) or debian14 (Slurm 26.05, podman 5.8): a debootstrapped root of
+# that Debian (harness/debian/); cluster-up, cluster-down, demo and bench then run there, on
+# its own cluster (other ports; every platform's cluster can run at once).
+DEBIAN_PLATFORMS := debian13 debian14
 PLATFORM ?=
-ifneq ($(filter-out debian13,$(PLATFORM)),)
-$(error PLATFORM=$(PLATFORM): leave it empty (this machine) or use debian13)
+ifneq ($(filter-out $(DEBIAN_PLATFORMS),$(PLATFORM)),)
+$(error PLATFORM=$(PLATFORM): leave it empty (this machine) or use one of: $(DEBIAN_PLATFORMS))
 endif
-# a make target inside the Debian 13 root (built or refreshed first)
-IN_DEBIAN13 := $(REPO)/harness/debian13/run.sh make --no-print-directory
+# CMD... in the project's copy inside a platform's root (built or refreshed first)
+IN_ROOT = $(REPO)/harness/debian/run.sh $(1)
+# a make target inside a platform's root
+IN_ROOT_MAKE = $(REPO)/harness/debian/run.sh $(1) make --no-print-directory
 
 .PHONY: help venv deps cluster-up cluster-down docker-up docker-down env lint unit integration \
-	test demo bench test-debian13 shell-debian13
+	test demo bench $(addprefix test-,$(DEBIAN_PLATFORMS)) $(addprefix shell-,$(DEBIAN_PLATFORMS))
 
 help:
 	@echo "make deps          install the Debian packages (apt-get, only what is missing)"
@@ -52,8 +55,9 @@ help:
 	@echo "make demo          a container through the cluster"
 	@echo "make bench         bench/run.sh"
 	@echo "make test-debian13 make test inside the Debian 13 root (Slurm 24.11, podman 5.4)"
-	@echo "make shell-debian13  a shell in the Debian 13 root with its cluster's environment"
-	@echo "PLATFORM=debian13  cluster-up, cluster-down, demo, bench on the Debian 13 cluster"
+	@echo "make test-debian14 make test inside the Debian 14 root (Slurm 26.05, podman 5.8)"
+	@echo "make shell-debian13, shell-debian14  a shell in that root with its cluster's environment"
+	@echo "PLATFORM=debian13|debian14  cluster-up, cluster-down, demo, bench on that platform's cluster"
 
 venv: $(STAMP)
 
@@ -68,12 +72,12 @@ $(STAMP): $(SOURCES)
 deps:
 	$(REPO)/harness/install-deps.sh
 
-ifeq ($(PLATFORM),debian13)
+ifneq ($(PLATFORM),)
 cluster-up demo bench:
-	$(IN_DEBIAN13) venv $@
+	$(call IN_ROOT_MAKE,$(PLATFORM)) venv $@
 
 cluster-down:
-	$(REPO)/harness/debian13/down.sh
+	$(REPO)/harness/debian/down.sh $(PLATFORM)
 else
 cluster-up:
 	$(REPO)/harness/cluster-up.sh $(CLUSTER_DIR)
@@ -129,11 +133,11 @@ bench: venv cluster-up
 	@$(ENV); bash bench/upstream.sh
 endif
 
-# The whole of `make test` inside the Debian 13 root (built when missing, ~1 min), on its
-# own cluster. Its daemons stay up, like `make test`'s; `make cluster-down PLATFORM=debian13`.
-test-debian13:
-	$(IN_DEBIAN13) test
+# The whole of `make test` inside a platform's root (built when missing, ~1 min), on its
+# own cluster. Its daemons stay up, like `make test`'s; `make cluster-down PLATFORM=...`.
+$(addprefix test-,$(DEBIAN_PLATFORMS)): test-%:
+	$(call IN_ROOT_MAKE,$*) test
 
-shell-debian13:
-	$(IN_DEBIAN13) venv cluster-up >/dev/null
-	$(REPO)/harness/debian13/run.sh bash -c 'eval "$$(harness/env.sh)" && exec bash -i'
+$(addprefix shell-,$(DEBIAN_PLATFORMS)): shell-%:
+	$(call IN_ROOT_MAKE,$*) venv cluster-up >/dev/null
+	$(call IN_ROOT,$*) bash -c 'eval "$$(harness/env.sh)" && exec bash -i'

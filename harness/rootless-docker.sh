@@ -60,6 +60,14 @@ EOF
   if ! alive "$pidfile" dockerd; then
     local script
     script="$(rootless_script)"
+    # docker 28.5 (Debian 14) cannot run a rootless dockerd in the host's network namespace
+    # (its libnetwork needs CAP_NET_ADMIN there: moby/moby#51363), and its script refuses
+    # --net=host since. scrun's Slurm commands need that namespace (salloc and srun talk to
+    # slurmctld and slurmstepd, which call them back): exit 3, "not possible here".
+    if grep -q 'Unsupported RootlessKit network driver' "$script"; then
+      log "UNSUPPORTED: $(PATH="$PATH:/usr/sbin" dockerd --version 2>/dev/null | cut -d, -f1): a rootless dockerd cannot share the host's network namespace (rootlesskit --net=host; moby/moby#51363), which scrun's Slurm commands need"
+      exit 3
+    fi
     install -d -m 755 /var/tmp/scrun-storage
     install -d -m 700 -o "$uid" -g "$(id -g "$user")" "$data"
     log "starting rootless dockerd of $user"

@@ -7,8 +7,11 @@ oci.conf has no exec hook, so the node-side command comes from the site configur
     exec_command = "crun --rootless=true --root=/run/user/$(id -u)/crun exec %o %n.%u.%j.%s.%t"
 
 %o: the exec options (--tty, --cwd, --env, --user, shell-quoted), %n: node name, %u: user
-name, %U: user id, %j: job id, %s: step id, %t: task id (0), %%: a percent sign. The command
-and its arguments are appended, shell-quoted; the whole runs under /bin/sh -c on the node.
+name, %U: user id, %j: job id, %s: step id, %t: task id (0), %Z: the step's working
+directory (Slurm 26.05's oci.conf pattern; scrun runs every container step with --chdir=/),
+%%: a percent sign. The command and its arguments are appended, shell-quoted; the whole
+runs under /bin/sh -c on the node. oci.conf's patterns that only slurmstepd knows (%m, %e,
+%p, %@) are refused with what they are.
 For a template of the form `<runtime> exec %o <name>`, the command first waits (10 s at
 most) until `<runtime> state <name>` finds the container: slurmstepd creates it a moment
 after the step starts.
@@ -36,6 +39,13 @@ _QUERY = re.compile(r"^\s*RunTimeQuery\s*=\s*(.*?)\s*$", re.IGNORECASE)
 # (a loop over the step's containers, say) names no one container to exec into.
 _STATE_CALL = re.compile(r"^(?P<runtime>[^;&|]*?)\s+state\s+(?P<name>%[^\s;]+)")
 _EXEC_CALL = re.compile(r"^(?P<runtime>.*?)\s+exec\s+%o\s+(?P<name>\S+)$")
+# oci.conf patterns whose value exists only in slurmstepd on the node
+_NODE_ONLY_PATTERNS = {
+    "m": "the step's spool directory on the node (Slurm >= 25.05: a per-step directory)",
+    "e": "the step's environment file on the node",
+    "p": "the pid of the step's first process on the node",
+    "@": "the step's command line",
+}
 # `podman run -d` returns once the step is launched; slurmstepd may not have created the
 # container yet: wait for it (at most this many tenths of a second)
 READY_TENTHS = 100
@@ -127,7 +137,7 @@ def template_from_oci_conf(text: str) -> str | None:
 
 def node_command(template: str, process: ExecProcess, values: Mapping[str, str]) -> str:
     """The shell command for the node: `template` expanded, the process's args appended.
-    `values`: the text for each pattern letter but `o` (node, user, ids)."""
+    `values`: the text for each pattern letter but `o` (node, user, ids, working directory)."""
 
     def expand(match: re.Match[str]) -> str:
         letter = match.group(1)
@@ -135,6 +145,11 @@ def node_command(template: str, process: ExecProcess, values: Mapping[str, str])
             return "%"
         if letter == "o":
             return shlex.join(process.runtime_options())
+        if letter in _NODE_ONLY_PATTERNS and letter not in values:
+            raise ScrunError(
+                f"exec_command: %{letter} is {_NODE_ONLY_PATTERNS[letter]}, which only "
+                f"slurmstepd knows: not usable for exec ({template!r})"
+            )
         if letter not in values:
             raise ScrunError(f"exec_command: unknown pattern %{letter} in {template!r}")
         return shlex.quote(values[letter])

@@ -360,22 +360,24 @@ def no_leftovers(cluster: Cluster) -> Iterator[Callable[..., None]]:
 # ----------------------------------------------------------------------------- scrun.lua
 
 SEED_SCRIPT = REPO / "tests" / "lua" / "seed_scrun.lua"
-SEED_SCRATCH_LINE = 'local scratch_path = "/run/user"'
+# Slurm 26.05's own example (scrun(1) of slurm-client 26.05.5), verbatim
+MAN_26_05_SCRIPT = REPO / "tests" / "lua" / "man_26_05_scrun.lua"
+SCRATCH_LINE = 'local scratch_path = "/run/user"'
 
 
-def seed_script_text(scratch: str) -> str:
-    """The man page's example scrun.lua with only its scratch_path changed. As shipped it
-    stages into /run/user on the login host, which no compute node sees; a site points it
-    at a filesystem its nodes share."""
-    text = SEED_SCRIPT.read_text()
-    assert text.count(SEED_SCRATCH_LINE) == 1, f"{SEED_SCRIPT}: no {SEED_SCRATCH_LINE!r}"
-    return text.replace(SEED_SCRATCH_LINE, f'local scratch_path = "{scratch}"')
+def with_scratch_path(script: Path, scratch: str) -> str:
+    """One of the man page's example scrun.lua scripts with only its scratch_path changed.
+    As shipped they stage into /run/user on the login host, which no compute node sees; a
+    site points them at a filesystem its nodes share."""
+    text = script.read_text()
+    assert text.count(SCRATCH_LINE) == 1, f"{script}: no {SCRATCH_LINE!r}"
+    return text.replace(SCRATCH_LINE, f'local scratch_path = "{scratch}"')
 
 
 @pytest.fixture(scope="session")
 def seed_script(cluster: Cluster) -> str:
     """The man page's example scrun.lua staging into the cluster's shared dir, as text."""
-    return seed_script_text(cluster["SCRUN_SHARED_DIR"])
+    return with_scratch_path(SEED_SCRIPT, cluster["SCRUN_SHARED_DIR"])
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-# The Debian 13 root's tests (harness/debian13/ sets it): Slurm 24.11, podman 5.4, docker 26.1.
-ON_DEBIAN13 = os.environ.get("SCRUN_PLATFORM") == "debian13"
-
 
 def wait_for(
     what: str,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from conftest import MAN_26_05_SCRIPT, SEED_SCRIPT, with_scratch_path
 from helpers import wait_for
 from scrunlib.slurm import job_tag
 
@@ -91,14 +92,19 @@ def tagged_jobs(cluster: Cluster, container_id: str) -> dict[int, str]:
 # ----------------------------------------------------------------------------- seed script
 
 
+@pytest.mark.parametrize(
+    "script", [SEED_SCRIPT, MAN_26_05_SCRIPT], ids=["seed", "slurm-26.05-man-page"]
+)
 def test_seed_script_runs_a_container(
     site_runtime: MakeSite,
-    seed_script: str,
+    cluster: Cluster,
     scratch: Path,
     tmp_path: Path,
     no_leftovers: Callable[..., None],
+    script: Path,
 ) -> None:
-    site = site_runtime(seed_script)
+    """The example as shipped but for its scratch_path, which must be on the shared dir."""
+    site = site_runtime(with_scratch_path(script, cluster["SCRUN_SHARED_DIR"]))
     cidfile = tmp_path / "cid"
     done, cid = run_rm(site, cidfile, IMAGE, "cat", "/etc/hostname")
     assert done.returncode == 0, done.stderr

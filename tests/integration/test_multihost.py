@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import node_roots, seed_script_text
+from conftest import MAN_26_05_SCRIPT, SEED_SCRIPT, node_roots, with_scratch_path
 from helpers import wait_for
 from users import IMAGE, REPO, User, assert_users_clean, errors, pick_users, user_site
 
@@ -133,7 +133,8 @@ def who(request: pytest.FixtureRequest, pair: tuple[User, User]) -> Iterator[Who
 SCRIPT_TEXTS = {
     "node-local": node_local_script,
     "shared-scratch": shared_scratch_script,
-    "man-page": seed_script_text,
+    "man-page": lambda shared: with_scratch_path(SEED_SCRIPT, shared),
+    "man-page-26.05": lambda shared: with_scratch_path(MAN_26_05_SCRIPT, shared),
 }
 
 
@@ -163,6 +164,7 @@ def test_staging_scripts_carry_the_container_there_and_back(
             "node-local": f"/scrun-{uid}/",  # the node's /tmp: a tmpfs of its own
             "shared-scratch": f"/{uid}/scrun/",
             "man-page": "/slurm/scrun/",
+            "man-page-26.05": "/slurm/scrun/",
         }[script]
         assert expected in root_line, root_line
         copied = podman("cp", f"{name}:/result", "-")  # a tar stream of the file

@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -102,6 +103,54 @@ def test_job_and_step_carry_the_container_id(
 def test_exit_code_is_the_containers(podman: Podman, no_leftovers: Callable[..., None]) -> None:
     done = scrun_podman(podman, "run", "--rm", IMAGE, "sh", "-c", "exit 3")
     assert done.returncode == 3, done.stderr
+
+
+def test_container_type_in_the_callers_environment_leaves_the_step_a_container(
+    cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
+) -> None:
+    """Slurm 26.05's salloc and srun take --container-type (SALLOC_/SRUN_/SLURM_CONTAINER_TYPE
+    from their environment), and podman 5 passes its caller's environment to the runtime.
+    Whatever such a variable says, the command runs in the container: the image's /usr/bin
+    is a link to ../bin, a node's is a directory."""
+    env = {
+        **cluster.env,
+        **{f"{prefix}_CONTAINER_TYPE": "none" for prefix in ("SALLOC", "SRUN", "SLURM")},
+    }
+    done = scrun_podman(podman, "run", "--rm", IMAGE, "readlink", "/usr/bin", env=env)
+    assert (done.returncode, done.stdout) == (0, "../bin\n"), done.stderr
+
+
+RUNTIME_COMMANDS = frozenset({"create", "start", "state", "kill", "delete"})
+
+
+def podman_version(podman: Podman) -> tuple[int, int]:
+    done = podman("version", "--format", "{{.Client.Version}}")
+    assert done.returncode == 0, done.stderr
+    major, minor = done.stdout.strip().split(".")[:2]
+    return int(major), int(minor)
+
+
+def test_exit_code_comes_from_the_pid_file_process_on_podman_5_3(
+    podman: Podman, tmp_path: Path, no_leftovers: Callable[..., None]
+) -> None:
+    """podman >= 5.3 never calls the runtime's `state`: conmon watches the process named in
+    --pid-file (scrun's anchor) and takes its exit status as the container's. The anchor
+    exits with the container's code, so the code is right either way; older podman asks
+    `state` for it."""
+    calls = tmp_path / "calls"
+    # named scrun: podman's runtime_supports_json goes by the runtime's name
+    wrapper = tmp_path / "scrun"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >>{calls}\nexec {sys.prefix}/bin/scrun "$@"\n')
+    wrapper.chmod(0o755)
+    done = podman("--runtime", str(wrapper), "run", "--rm", IMAGE, "sh", "-c", "exit 3")
+    assert done.returncode == 3, done.stderr
+    commands = [
+        next((word for word in line.split() if word in RUNTIME_COMMANDS), line)
+        for line in calls.read_text().splitlines()
+    ]
+    assert {"create", "start", "delete"} <= set(commands), commands
+    if podman_version(podman) >= (5, 3):
+        assert "state" not in commands, commands
 
 
 def test_killed_by_sigkill_gives_137(

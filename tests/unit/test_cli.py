@@ -48,6 +48,21 @@ def test_state_of_unknown_container_fails(root, capsys):
     assert "container 'never' does not exist" in one_error_line(capsys)
 
 
+def test_state_is_one_line_of_json_as_slurm_25_05s_scrun_prints_it(root, capsys):
+    from scrunlib.spool import Spool
+    from scrunlib.state import ContainerState, Status
+
+    spool = Spool(str(root), "oneline")
+    spool.create()
+    state = ContainerState(id="oneline", bundle="/b", rootfs="/b/rootfs", job_id=7, exit_code=3)
+    state.transition(Status.STOPPED)
+    state.save(spool)
+    assert main(["--root", str(root), "state", "oneline"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("}\n") and out.count("\n") == 1, repr(out)
+    assert json.loads(out) == state.oci_state()
+
+
 def test_bad_id_is_refused_before_any_file_is_touched(root, capsys):
     assert main(["state", "../etc"]) == 1
     assert "invalid container id" in one_error_line(capsys)

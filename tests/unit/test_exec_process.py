@@ -13,7 +13,7 @@ from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status
 
 NAME = "%n.%u.%j.%s.%t"
-VALUES = {"n": "n1", "u": "alice", "U": "1000", "j": "42", "s": "0", "t": "0"}
+VALUES = {"n": "n1", "u": "alice", "U": "1000", "j": "42", "s": "0", "t": "0", "Z": "/"}
 
 
 def test_process_from_podmans_process_json(tmp_path):
@@ -76,6 +76,21 @@ def test_node_command_quotes_everything_it_inserts():
     assert shlex.split(command.split("# 100% ", 1)[1]) == ["sh", "-c", "echo $HOME; exit 3"]
     with pytest.raises(ScrunError, match="unknown pattern %b"):
         exec_process.node_command("crun exec %b", process, VALUES)
+
+
+def test_slurm_26_05_pattern_z_is_the_steps_working_directory():
+    process = exec_process.ExecProcess(["true"])
+    command = exec_process.node_command("crun exec %o x # in %Z", process, VALUES)
+    assert command == "crun exec  x # in / true"
+
+
+@pytest.mark.parametrize("letter", ["m", "e", "p", "@"])
+def test_node_side_patterns_are_refused_with_what_they_are(letter):
+    process = exec_process.ExecProcess(["true"])
+    with pytest.raises(ScrunError, match=f"%{letter} is .*only slurmstepd knows") as caught:
+        exec_process.node_command(f"crun --root=%{letter} exec %o x", process, VALUES)
+    if letter == "m":
+        assert "Slurm >= 25.05" in str(caught.value)
 
 
 def test_the_node_waits_for_the_container_before_entering_it():

@@ -99,3 +99,28 @@ def test_features_document(root, capsys):
     assert "features" in annotations["io.scrun.commands"].split(",")
     assert all(isinstance(value, str) for value in annotations.values())
     assert "mountOptions" not in features  # the node's runtime's: unknown to scrun
+
+
+# The runtime-spec's features document as Go types (specs-go/features): containerd 2 (docker
+# 28's) calls `features` and decodes the answer into that struct; a field of another JSON
+# type fails the decoding.
+FEATURES_TYPES = {
+    "ociVersionMin": str,
+    "ociVersionMax": str,
+    "hooks": list,
+    "mountOptions": list,
+    "linux": dict,
+    "annotations": dict,
+    "potentiallyUnsafeConfigAnnotations": list,
+}
+
+
+def test_features_decode_as_containerd_2_reads_them(root, capsys):
+    assert main(["features"]) == 0
+    out = capsys.readouterr().out
+    features = json.loads(out)
+    assert set(features) <= set(FEATURES_TYPES), set(features) - set(FEATURES_TYPES)
+    for name, value in features.items():
+        assert isinstance(value, FEATURES_TYPES[name]), (name, value)
+    assert all(isinstance(hook, str) for hook in features["hooks"])
+    assert features["ociVersionMin"] <= features["ociVersionMax"]

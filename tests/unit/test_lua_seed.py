@@ -1,4 +1,6 @@
-"""The man page's example scrun.lua (tests/lua/seed_scrun.lua, copied verbatim) runs unmodified.
+"""The man page's example scrun.lua (tests/lua/seed_scrun.lua, copied verbatim) runs unmodified,
+and so does Slurm 26.05's (tests/lua/man_26_05_scrun.lua: scrun(1) of slurm-client 26.05.5,
+section "Example scrun.lua scripts", verbatim; it uses slurm.from_json/to_json).
 
 Its commands run for real on this host (id, mkdir, rsync, rm): the script stages the rootfs
 to /run/user/<uid>/slurm/scrun/<id>/, rewrites config.json there, and stage-out syncs the
@@ -18,7 +20,9 @@ import pytest
 from scrunlib.lua.commands import SubprocessRunner
 from scrunlib.lua.stage import StageContext, Stager
 
-SEED = Path(__file__).resolve().parents[1] / "lua" / "seed_scrun.lua"
+LUA = Path(__file__).resolve().parents[1] / "lua"
+SEED = LUA / "seed_scrun.lua"
+MAN_26_05 = LUA / "man_26_05_scrun.lua"
 UID, GID = os.getuid(), os.getgid()
 
 
@@ -75,10 +79,11 @@ def bundle(tmp_path: Path) -> Path:
     return tmp_path / "bundle"
 
 
-def test_seed_script_stages_in_and_out(scratch: Path, bundle: Path) -> None:
+@pytest.mark.parametrize("script", [SEED, MAN_26_05], ids=["seed", "slurm-26.05-man-page"])
+def test_seed_script_stages_in_and_out(scratch: Path, bundle: Path, script: Path) -> None:
     container_id = f"seed-{uuid.uuid4().hex[:12]}"
     staged_dir = scratch / "slurm" / "scrun" / container_id
-    stager = Stager.load(str(SEED), runner=SubprocessRunner(), cluster_name="test")
+    stager = Stager.load(str(script), runner=SubprocessRunner(), cluster_name="test")
     assert [record.message for record in stager.load_logs] == ["initialized scrun.lua"]
     ctx = StageContext(
         container_id=container_id,

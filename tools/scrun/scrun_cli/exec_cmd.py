@@ -89,7 +89,7 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
         raise StateError(f"container {container_id!r} is {status}: cannot exec")
 
     # only here: subprocess and re, and plumbum once step_nodes runs, are no other command's cost
-    from scrunlib.slurm import Slurm, exec_argv
+    from scrunlib.slurm import NODE_CWD, Slurm, exec_argv
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
     steps = slurm.step_ids(state.job_id, state.step_name)
@@ -107,6 +107,7 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
             "j": str(state.job_id),
             "s": str(steps[0]),
             "t": "0",
+            "Z": NODE_CWD,  # the container step's --chdir
         },
     )
     srun = exec_argv(slurm.path("srun"), state.job_id, node, command_line, pty=process.terminal)

@@ -1,4 +1,7 @@
-"""`scrun state ID`: print the container's OCI state JSON (from the spool, no Slurm call)."""
+"""`scrun state ID`: print the container's OCI state JSON (from the spool, no Slurm call).
+
+One line of JSON, as Slurm's own scrun prints it since 25.05 (24.11's was indented): a
+script reading one line per call works the same with either scrun."""
 
 from __future__ import annotations
 
@@ -26,5 +29,5 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     _, words = parse(argv, (), USAGE, what="state")
     (container_id,) = one_id(words, "state")
     state = ContainerState.load(ctx.spool(container_id))
-    sys.stdout.write(leanjson.dumps(state.oci_state(), indent=2) + "\n")
+    sys.stdout.write(leanjson.dumps(state.oci_state()) + "\n")
     return 0

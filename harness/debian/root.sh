@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
-# harness/debian13/root.sh -- make sure the Debian 13 root exists and is ready to use:
-#   1. build it when missing: debootstrap --variant=minbase trixie into DEBIAN13_ROOT.new,
-#      the harness's packages (harness/install-deps.sh, run inside), then rename: a build
-#      that was interrupted leaves no half root behind (the next run starts it again)
+# harness/debian/root.sh PLATFORM -- make sure the platform's Debian root (lib.sh) exists and
+# is ready to use:
+#   1. build it when missing: debootstrap --variant=minbase SUITE into ROOT.new, the
+#      harness's packages (harness/install-deps.sh, run inside), then rename: a build that
+#      was interrupted leaves no half root behind (the next run starts it again)
 #   2. its mount namespace (idempotent): what a system needs mounted, pivot_root'ed
-#   3. a copy of the project at its own path inside (its .venv: the root's Python 3.13)
+#   3. a copy of the project at its own path inside (its .venv: the root's Python)
 # About 50 s on a new machine, 0.1 s when everything is there. Stop with down.sh.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
-[ "$(id -u)" = 0 ] || die13 "needs root (debootstrap, chroot, mount)"
+platform_init "${1:-}"
+[ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot, mount)"
 
 # ------------------------------------------------------------------ 1. build
 # what this script needs on the host
 missing=()
 for tool in debootstrap rsync; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if [ "${#missing[@]}" -gt 0 ]; then
-  log13 "apt-get install ${missing[*]} (host)"
+  log "apt-get install ${missing[*]} (host)"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 \
-    || { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+  # one at a time: the roots of two platforms may be built at once (.ci/run)
+  flock /run/scrun-debian-host-apt.lock /bin/sh -c '
+    apt-get install -y -q --no-install-recommends "$@" >&2 \
+      || { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "$@" >&2; }' \
+    sh "${missing[@]}"
 fi
 
 host_mirror() {
@@ -29,34 +34,51 @@ host_mirror() {
   echo "${m:-http://deb.debian.org/debian}"
 }
 
+# debootstrap's script for the suite: Debian 12's debootstrap has none named after a suite
+# newer than trixie, and testing's script fits any suite after stable
+debootstrap_script() {
+  local d=/usr/share/debootstrap/scripts
+  if [ -e "$d/$SUITE" ]; then echo "$d/$SUITE"; else echo "$d/testing"; fi
+}
+
 build_root() {
   local new="$R.new" mirror
-  mirror="${DEBIAN13_MIRROR:-$(host_mirror)}"
+  mirror="$(knob MIRROR "$(host_mirror)")"
   # a previous, interrupted build: its mounts first, then the directory
   local m
   for m in $(mounts_under "$new"); do umount -l "$m"; done
   rm -rf "$new"
-  mkdir -p "$(dirname "$R")"
-  log13 "debootstrap --variant=minbase trixie $new $mirror (about 30 s)"
-  debootstrap --variant=minbase trixie "$new" "$mirror" >"$R.debootstrap.log" 2>&1 \
-    || { tail -20 "$R.debootstrap.log" >&2; die13 "debootstrap failed"; }
+  mkdir -p "$(dirname "$R")" "$APT_CACHE"
+  log "debootstrap --variant=minbase $SUITE $new $mirror (about 30 s)"
+  debootstrap --variant=minbase --cache-dir="$APT_CACHE" "$SUITE" "$new" "$mirror" \
+    "$(debootstrap_script)" >"$R.debootstrap.log" 2>&1 \
+    || { tail -20 "$R.debootstrap.log" >&2; die "debootstrap of $SUITE from $mirror failed (log: $R.debootstrap.log)"; }
   # apt inside needs /proc (some maintainer scripts read it); pip inside the root needs the
   # host's CA configuration (a site's TLS proxy may be trusted only there)
   mount -t proc proc "$new/proc"
+  mount --bind "$APT_CACHE" "$new/var/cache/apt/archives"
   cp /etc/ssl/certs/ca-certificates.crt "$new/etc/ssl/certs/host-ca-bundle.crt" 2>/dev/null \
     || { mkdir -p "$new/etc/ssl/certs" && cp /etc/ssl/certs/ca-certificates.crt "$new/etc/ssl/certs/host-ca-bundle.crt"; }
   printf '[global]\ncert = /etc/ssl/certs/host-ca-bundle.crt\n' >"$new/etc/pip.conf"
   cp /etc/resolv.conf "$new/etc/resolv.conf" 2>/dev/null || true
+  # A testing suite's Release file may be past its Valid-Until on a mirror that is not
+  # refreshed (apt then refuses it: "Release file ... is expired")
+  echo 'Acquire::Check-Valid-Until "false";' >"$new/etc/apt/apt.conf.d/90scrun-no-valid-until"
   install -m 755 "$REPO/harness/install-deps.sh" "$new/tmp/install-deps.sh"
-  log13 "packages inside the root (harness/install-deps.sh, about 20 s)"
+  log "packages inside the root (harness/install-deps.sh, about 20 s)"
   local rc=0
   chroot "$new" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
     /tmp/install-deps.sh >"$R.packages.log" 2>&1 || rc=$?
+  umount "$new/var/cache/apt/archives"
   umount "$new/proc"
   rm -f "$new/tmp/install-deps.sh"
-  [ "$rc" = 0 ] || { tail -20 "$R.packages.log" >&2; die13 "installing packages failed"; }
+  if [ "$rc" != 0 ]; then
+    # install-deps.sh's own one-line verdict (e.g. what the archive no longer has) goes last
+    tail -20 "$R.packages.log" >&2
+    die "installing packages into the $SUITE root failed (log: $R.packages.log)"
+  fi
   mv "$new" "$R"
-  log13 "root ready: $R"
+  log "root ready: $R"
 }
 [ -x "$R/usr/bin/apt-get" ] || build_root
 
@@ -76,7 +98,7 @@ ns_ok() {
 if ! ns_ok; then
   # an old namespace that is not right any more: this clone's daemons in it go first (they
   # must share the namespace with the podman and srun that will talk to them)
-  if mountpoint -q "$NS"; then "$HARNESS13/down.sh"; fi
+  if mountpoint -q "$NS"; then "$DEBIAN_HARNESS/down.sh" "$PLATFORM"; fi
   mkdir -p "$(dirname "$NS")"
   # the file's mount must not propagate (else: "unshare: cannot ... mount propagation")
   if ! mountpoint -q "$(dirname "$NS")"; then
@@ -102,9 +124,23 @@ if ! ns_ok; then
     pivot_root . .oldroot
     umount -l /.oldroot
     rmdir /.oldroot
-    mount --make-rshared /' sh "$R" || die13 "could not make the mount namespace of $R"
-  ns_ok || die13 "the mount namespace of $R is not usable"
-  log13 "mount namespace ready: $NS"
+    mount --make-rshared /' sh "$R" || die "could not make the mount namespace of $R"
+  ns_ok || die "the mount namespace of $R is not usable"
+  log "mount namespace ready: $NS"
+fi
+# hyperfine (bench/ only) is not in every suite (testing had none): then stable's, from the
+# same mirror (a Rust binary that needs only libc), through a source pinned so that nothing
+# else comes from it
+if [ ! -x "$R/usr/bin/hyperfine" ]; then
+  log "hyperfine: not in $SUITE, stable's instead"
+  mirror="$(knob MIRROR "$(host_mirror)")"
+  printf 'Types: deb\nURIs: %s\nSuites: stable\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$mirror" >"$R/etc/apt/sources.list.d/scrun-stable.sources"
+  printf 'Package: *\nPin: release a=stable\nPin-Priority: 1\n' >"$R/etc/apt/preferences.d/scrun-stable"
+  nsenter --mount="$NS" -- /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+    DEBIAN_FRONTEND=noninteractive /bin/sh -c \
+    'apt-get update -q && apt-get install -y -q --no-install-recommends -t stable hyperfine' \
+    >"$R.hyperfine.log" 2>&1 || log "hyperfine from stable failed (bench/ needs it; log: $R.hyperfine.log)"
 fi
 cp /etc/hosts "$R/etc/hosts"
 cp /etc/resolv.conf "$R/etc/resolv.conf" 2>/dev/null || true
@@ -116,7 +152,7 @@ grep -qx PODMAN_IGNORE_CGROUPSV1_WARNING=1 "$R/etc/environment" 2>/dev/null \
 hostname >"$R/etc/hostname"
 
 # ------------------------------------------------------------------ 3. the project
-# A copy of the clone at the SAME path inside, with its own .venv (Python 3.13): the
+# A copy of the clone at the SAME path inside, with its own .venv (Python): the
 # Makefile, harness/*.sh and the tests use the same paths on both platforms. A copy, not a
 # bind mount: the host's .venv stays the Debian 12 one, and a clone can be deleted at any
 # time. Refreshed at every call (rsync keeps mtimes, so `make venv` reinstalls only after a
@@ -127,7 +163,7 @@ touch "$CLONES"
 grep -qxF "$REPO" "$CLONES" || echo "$REPO" >>"$CLONES"
 while read -r clone; do
   if [ -n "$clone" ] && [ "$clone" != "$REPO" ] && [ ! -e "$clone/Makefile" ]; then
-    log13 "removing the copy of $clone (gone from the host)"
+    log "removing the copy of $clone (gone from the host)"
     rm -rf "${R:?}$clone"
   fi
 done <"$CLONES"

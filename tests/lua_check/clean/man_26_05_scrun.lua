@@ -1,0 +1,1 @@
+../../lua/man_26_05_scrun.lua
