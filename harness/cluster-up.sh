@@ -10,6 +10,7 @@
 #   SLURM_EXTRA_NODES (1)  extra nodes n1..nK, each its own `slurmd -N nK`, so tests can
 #                          run 2-node jobs
 #   SLURM_NODE_CPUS (8)    CPUs advertised per node (more than real is allowed)
+#   SLURM_NODE_MEMORY (8192)  MB of memory per node (RealMemory; a job gets 1/16 unless it asks)
 #   SCRUN_TEST_USER, SCRUN_TEST_USER2  the two unprivileged test users (default scruntest,
 #                          scruntest2; made by harness/test-users.sh)
 #   SKIP_APT=1             never run apt-get (fail later if something is missing)
@@ -29,6 +30,7 @@ cluster_paths "${1:-}"
 
 NODE="$(hostname -s)"
 CPUS="${SLURM_NODE_CPUS:-8}"
+NODE_MEMORY="${SLURM_NODE_MEMORY:-8192}"   # limits: MB per node (RealMemory)
 CTLD_PORT="${SLURMCTLD_PORT:-6817}"
 SLURMD_PORT="${SLURMD_PORT:-6818}"
 EXTRA="${SLURM_EXTRA_NODES:-1}"
@@ -148,8 +150,15 @@ SlurmdLogFile=$LOG/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 PlugStackConfig=$ETC/plugstack.conf
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+# >>> limits: cgroup task and process tracking (cgroup.conf says what is constrained)
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup,task/affinity
+JobAcctGatherType=jobacct_gather/cgroup
+# memory is consumable (CR_Core_Memory below): the job's share is its cgroup's limit; a job
+# that does not ask (--mem) gets DefMemPerNode, so 16 of them fit on a node
+NodeName=DEFAULT RealMemory=$NODE_MEMORY
+DefMemPerNode=$((NODE_MEMORY / 16))
+# <<< limits
 # >>> accounting: job records in slurmdbd; a job needs an association of its user
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
@@ -158,7 +167,7 @@ AccountingStoragePass=$MUNGE_SOCK
 AccountingStorageEnforce=associations
 # <<< accounting
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
 MpiDefault=none
 SlurmdParameters=config_overrides
@@ -182,6 +191,8 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ]; then CG=cgroup/v2; else CG=cgroup/v
 cat >"$tmp/cgroup.conf" <<EOF
 CgroupPlugin=$CG
 IgnoreSystemd=yes
+ConstrainRAMSpace=yes
+ConstrainCores=yes
 EOF
 
 : >"$tmp/plugstack.conf"
@@ -208,7 +219,9 @@ EOF
 #    `crun list`/`state`/`delete` do not handle. At cleanup nothing of the step runs any
 #    more, so Query removes such a directory, and Delete removes what crun cannot delete.
 R="$OCIROOT/\$(id -u %u)"
-C="crun --rootless=true --root=$R"
+# limits: --cgroup-manager=disabled keeps the container in Slurm's task cgroup; crun run by
+# root otherwise makes a cgroup of its own (/<container name>) and escapes the job's limits
+C="crun --rootless=true --cgroup-manager=disabled --root=$R"
 # each: the step's containers that this call is about, as \$c (sh code)
 each="s=%n.%u.%j.%s. t=%t; for c in \$(ls $R 2>/dev/null); do case \$t:\$c in -1:\$s*|*:\$s\$t)"
 cat >"$tmp/oci.conf" <<EOF

@@ -474,6 +474,21 @@ class Slurm:
                 steps.append(int(number))
         return steps
 
+    def step_ran_out_of_memory(self, job_id: int, step_name: str) -> bool:
+        """Whether the job's ended step named `step_name` was ended by the cgroup OOM killer,
+        as the accounting database says (False without accounting or a record yet). srun
+        reports such a step as a plain failure (status 1), not as a SIGKILL."""
+        argv = [self.path("sacct"), "-n", "-P", "-j", str(job_id), "-o", "JobName,State"]
+        try:
+            code, out, _ = self.run_direct(argv)
+        except SlurmError:
+            return False
+        # the job's steps in order: the last one of that name is the container's
+        states = [
+            line.partition("|")[2] for line in out.splitlines() if line.startswith(f"{step_name}|")
+        ]
+        return code == 0 and states[-1:] == ["OUT_OF_MEMORY"]
+
     def step_nodes(self, job_id: int, step_id: int) -> list[str]:
         """The nodes of a running step, in order (its task 0 runs on the first)."""
         code, out, err = self.run(
