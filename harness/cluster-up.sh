@@ -159,12 +159,14 @@ JobAcctGatherType=jobacct_gather/cgroup
 NodeName=DEFAULT RealMemory=$NODE_MEMORY
 DefMemPerNode=$((NODE_MEMORY / 16))
 # <<< limits
-# >>> accounting: job records in slurmdbd; a job needs an association of its user
+# >>> accounting: job records in slurmdbd (with the comment: scrun:<container id>); a job
+# needs an association of its user
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$DBD_PORT
 AccountingStoragePass=$MUNGE_SOCK
 AccountingStorageEnforce=associations
+AccountingStoreFlags=job_comment
 # <<< accounting
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory

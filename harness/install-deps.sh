@@ -6,7 +6,7 @@ set -euo pipefail
 
 PKGS=(
   slurmctld slurmd slurm-client munge          # the cluster
-  slurmdbd mariadb-server-core                 # accounting (harness/accounting.sh): slurmdbd + its MariaDB
+  slurmdbd mariadb-server-core mariadb-client-core  # accounting.sh: slurmdbd, its MariaDB (+ my_print_defaults)
   crun podman conmon netavark uidmap           # containers: Slurm's oci.conf and podman
   docker.io rootlesskit                        # docker tests: private dockerd + containerd, rootless dockerd
   busybox-static                               # rootfs of the test image and bundle

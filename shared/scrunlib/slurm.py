@@ -94,6 +94,20 @@ def last_line(text: str) -> str:
     return errors[-1] if errors else "(no output)"
 
 
+# salloc's words when accounting enforces associations and the user has none that fits
+NO_ASSOCIATION = "Invalid account or account/partition combination specified"
+
+
+def _refusal(message: str) -> str:
+    """salloc's reason, said plainly where it is cryptic."""
+    if NO_ASSOCIATION in message:
+        return (
+            "Slurm's accounting has no association of this user with the account and partition"
+            f" asked for (or the defaults); an administrator adds one with sacctmgr ({message})"
+        )
+    return message
+
+
 # The working directory of scrun's steps on the node (they use absolute paths only). srun's
 # default, its own cwd, may exist only in the caller's mount namespace (rootless dockerd's
 # shim runs in the bundle under rootlesskit's private /run). Slurm 24.11 then fails a
@@ -414,7 +428,7 @@ class Slurm:
             os.close(holder_input)
             salloc.wait()
             text = _text(os.pread(messages, 64 * 1024, 0))
-            raise SlurmError(f"allocation refused: {last_line(text)}")
+            raise SlurmError(f"allocation refused: {_refusal(last_line(text))}")
         finally:
             os.close(answer)
             os.close(messages)
