@@ -4,7 +4,7 @@
 # dir like the other daemons. Called by cluster-up.sh:
 #   daemons       (before slurmctld starts: with AccountingStorageEnforce, slurmctld needs
 #                 slurmdbd and its cluster record)  MariaDB's data dir on first use
-#                 (mariadb-install-db), mariadbd, the database user of slurmdbd, slurmdbd
+#                 (mariadb-install-db), mariadbd, slurmdbd's database and user, slurmdbd
 #                 (etc/slurmdbd.conf, mode 600), the cluster record
 #   associations  (after test-users.sh: slurmctld resolves the names to uids when it is told)
 #                 account `scrun`, and an association in it for root and both test users
@@ -26,6 +26,7 @@ die() { log "ERROR: $*"; exit 1; }
 DATA="$D/db"
 DB_SOCK="$RUN/mariadbd.sock"
 ACCOUNT=scrun
+DB_NAME=slurm_acct_db   # slurmdbd's StorageLoc
 
 start_mariadb() {
   alive "$RUN/ourpid.mariadbd" mariadbd && return 0
@@ -39,15 +40,20 @@ start_mariadb() {
       || { tail -20 "$LOG/mariadb-install-db.log" >&2; rm -rf "$DATA"; die "mariadb-install-db failed"; }
   fi
   # slurmdbd's database user: a password of this cluster's own, set on every start
-  # (--init-file), so a data dir and a secret never disagree
+  # (--init-file), so a data dir and a secret never disagree. The database is made here, not
+  # by slurmdbd: slurmdbd creates a missing one and then connects again on the same client
+  # handle, and with Debian 13's libmariadb 3.4 a handle reused after a failed connect fails
+  # every result set ("5027 Number of columns in result (=1) set execeeds maxmimum allowed
+  # number of columns (=0)"): slurmdbd exits at its first query.
   if [ ! -s "$ETC/db.secret" ]; then
     (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$ETC/db.secret")
   fi
   local secret; secret="$(cat "$ETC/db.secret")"
   (umask 077; cat >"$ETC/mariadb-init.sql" <<EOF
+CREATE DATABASE IF NOT EXISTS $DB_NAME;
 CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$secret';
 ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$secret';
-GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
+GRANT ALL ON $DB_NAME.* TO 'slurm'@'127.0.0.1';
 EOF
   )
   rm -f "$DB_SOCK"
@@ -83,7 +89,7 @@ StorageHost=127.0.0.1
 StoragePort=$MARIADB_PORT
 StorageUser=slurm
 StoragePass=$(cat "$ETC/db.secret")
-StorageLoc=slurm_acct_db
+StorageLoc=$DB_NAME
 EOF
   if cmp -s "$tmp" "$ETC/slurmdbd.conf"; then rm -f "$tmp"; return 0; fi
   install -m 600 "$tmp" "$ETC/slurmdbd.conf"; rm -f "$tmp"   # slurmdbd refuses a readable one
@@ -107,6 +113,8 @@ start_slurmdbd() {
   # the first start creates the database's tables (a few seconds)
   local deadline=$((SECONDS + 60))
   until dbd_answers; do
+    alive "$RUN/ourpid.slurmdbd" slurmdbd \
+      || { tail -n 20 "$LOG/slurmdbd.log" >&2; die "slurmdbd exited (the log above says why)"; }
     [ "$SECONDS" -lt "$deadline" ] \
       || { tail -n 20 "$LOG/slurmdbd.log" >&2; die "slurmdbd not answering within 60 s"; }
     sleep 0.2

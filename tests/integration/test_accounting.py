@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from helpers import wait_for
-from scrunlib.slurm_version import parse_version, supports_container_id, version_text
 from users import User, assert_users_clean, errors, pick_users
 
 if TYPE_CHECKING:
@@ -145,19 +144,20 @@ def test_sacct_shows_a_stopped_containers_step_cancelled(
         podman(*RUNTIME, "rm", "-f", "-t", "0", cid)
 
 
-def test_sacct_names_the_container(cluster: Cluster, podman: Podman) -> None:
-    """Slurm >= 23.02 records the container id of the step (`srun --container-id`);
-    22.05 has no such field."""
-    version = parse_version(cluster.run(["srun", "--version"]).stdout)
-    if not supports_container_id(version):
-        pytest.skip(f"Slurm {version_text(version)} records no container id")
+def test_sacct_names_the_containers_bundle(cluster: Cluster, podman: Podman) -> None:
+    """The container's step records the bundle srun ran (sacct's `Container`, on 22.05 and
+    24.11 alike), which scrun keeps under the container's id. slurmdbd stores no container
+    id of its own: the id srun gets from 23.02 on (SLURM_CONTAINER_ID) is in no table and
+    sacct has no field for it, so the comment (scrun:<id>) is what finds the job."""
     done, cid = run_named(podman, IMAGE, "true")
     assert done.returncode == 0, done.stderr
     job_id = job_of(cluster, cid)
     final_record(cluster, job_id)
-    shown = cluster.run(["sacct", "-n", "-P", "-j", f"{job_id}.0", "-o", "ContainerID"])
+    shown = cluster.run(["sacct", "-n", "-P", "-j", f"{job_id}.0", "-o", "JobID,Container"])
     assert shown.returncode == 0, shown.stderr
-    assert cid in shown.stdout, shown.stdout
+    step, bundle = shown.stdout.strip().split("|")
+    assert step == f"{job_id}.0", shown.stdout
+    assert Path(bundle).is_absolute() and cid in Path(bundle).parts, shown.stdout
 
 
 # ----------------------------------------------------------------------------- limits
