@@ -34,6 +34,9 @@ start_mariadb() {
   if [ ! -d "$DATA/mysql" ]; then
     log "initialising MariaDB's data dir $DATA"
     rm -rf "$DATA"
+    # slurmctld keeps the cluster id the old database gave it and refuses the new one's
+    # (24.11: "CLUSTER ID MISMATCH")
+    rm -f "$STATE/clustername"
     mariadb-install-db --no-defaults --datadir="$DATA" --user=root --skip-test-db \
       --auth-root-authentication-method=socket --innodb-log-file-size=8M \
       >"$LOG/mariadb-install-db.log" 2>&1 \
@@ -113,7 +116,7 @@ start_slurmdbd() {
   # the first start creates the database's tables (a few seconds)
   local deadline=$((SECONDS + 60))
   until dbd_answers; do
-    alive "$RUN/ourpid.slurmdbd" slurmdbd \
+    running "$(cat "$RUN/ourpid.slurmdbd")" \
       || { tail -n 20 "$LOG/slurmdbd.log" >&2; die "slurmdbd exited (the log above says why)"; }
     [ "$SECONDS" -lt "$deadline" ] \
       || { tail -n 20 "$LOG/slurmdbd.log" >&2; die "slurmdbd not answering within 60 s"; }
