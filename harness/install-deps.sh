@@ -6,6 +6,7 @@ set -euo pipefail
 
 PKGS=(
   slurmctld slurmd slurm-client munge          # the cluster
+  slurmdbd mariadb-server-core mariadb-client-core  # accounting.sh: slurmdbd, its MariaDB (+ my_print_defaults)
   crun podman conmon netavark uidmap           # containers: Slurm's oci.conf and podman
   docker.io rootlesskit                        # docker tests: private dockerd + containerd, rootless dockerd
   busybox-static                               # rootfs of the test image and bundle
@@ -25,7 +26,7 @@ if [ "${debian:-0}" -ge 13 ]; then PKGS+=(docker-cli); fi
 if [ "${SCRUN_OWN_SLURM:-0}" = 1 ]; then
   kept=()
   for p in "${PKGS[@]}"; do
-    case "$p" in slurmctld|slurmd|slurm-client|munge) ;; *) kept+=("$p") ;; esac
+    case "$p" in slurmctld|slurmd|slurmdbd|slurm-client|munge) ;; *) kept+=("$p") ;; esac
   done
   PKGS=("${kept[@]}")
 fi

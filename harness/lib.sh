@@ -23,6 +23,14 @@ cluster_paths() {
   CTR="$D/containers"                    # private podman config (containers.conf)
 }
 
+# accounting_ports: DBD_PORT (slurmdbd) and MARIADB_PORT (its database), by default
+# SLURMCTLD_PORT+10 and +11: clear of every cluster's slurmctld and slurmd ports (+1..+3)
+accounting_ports() {
+  local ctld="${SLURMCTLD_PORT:-6817}"
+  DBD_PORT="${SLURMDBD_PORT:-$((ctld + 10))}"
+  MARIADB_PORT="${SCRUN_MARIADB_PORT:-$((ctld + 11))}"
+}
+
 # alive <pidfile> <cmdline-substring>: is the recorded pid still OUR daemon?
 # (a pid can be reused, so the command line is checked too)
 alive() {
@@ -31,6 +39,31 @@ alive() {
   pid="$(cat "$pf")"
   [ -d "/proc/$pid" ] || return 1
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$want"
+}
+
+# running <pid>: exists and is not a zombie (an unreaped zombie is as good as gone)
+running() {
+  local st; st="$(sed -n 's/^.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null)"
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
+# stop_pidfile <pidfile> <cmdline-substring>: stop the recorded daemon if it is still
+# ours (TERM, KILL after 10 s), and forget it
+stop_pidfile() {
+  local pf="$1" want="$2" pid
+  [ -s "$pf" ] || { rm -f "$pf"; return 0; }
+  pid="$(cat "$pf")"
+  if alive "$pf" "$want"; then
+    echo "[stop] stopping $want (pid $pid)" >&2
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 100); do running "$pid" || break; sleep 0.1; done
+    if running "$pid"; then
+      echo "[stop] $want pid $pid still alive after 10 s, SIGKILL" >&2
+      kill -KILL "$pid" 2>/dev/null
+      for _ in $(seq 50); do running "$pid" || break; sleep 0.1; done
+    fi
+  fi
+  rm -f "$pf"
 }
 
 # wait_for <seconds> <cmd...>: poll every 0.1 s until cmd succeeds.

@@ -162,6 +162,20 @@ def last_line(text: str) -> str:
     return errors[-1] if errors else "(no output)"
 
 
+# salloc's words when accounting enforces associations and the user has none that fits
+NO_ASSOCIATION = "Invalid account or account/partition combination specified"
+
+
+def _refusal(message: str) -> str:
+    """salloc's reason, said plainly where it is cryptic."""
+    if NO_ASSOCIATION in message:
+        return (
+            "Slurm's accounting has no association of this user with the account and partition"
+            f" asked for (or the defaults); an administrator adds one with sacctmgr ({message})"
+        )
+    return message
+
+
 # The working directory of scrun's steps on the node (they use absolute paths only). srun's
 # default, its own cwd, may exist only in the caller's mount namespace (rootless dockerd's
 # shim runs in the bundle under rootlesskit's private /run). Slurm 24.11 then fails a
@@ -492,7 +506,7 @@ class Slurm:
             os.close(holder_input)
             salloc.wait()
             text = _text(os.pread(messages, 64 * 1024, 0))
-            raise SlurmError(f"allocation refused: {last_line(text)}")
+            raise SlurmError(f"allocation refused: {_refusal(last_line(text))}")
         finally:
             os.close(answer)
             os.close(messages)
@@ -551,6 +565,21 @@ class Slurm:
             if name == step_name and number.isdigit():
                 steps.append(int(number))
         return steps
+
+    def step_ran_out_of_memory(self, job_id: int, step_name: str) -> bool:
+        """Whether the job's ended step named `step_name` was ended by the cgroup OOM killer,
+        as the accounting database says (False without accounting or a record yet). srun
+        reports such a step as a plain failure (status 1), not as a SIGKILL."""
+        argv = [self.path("sacct"), "-n", "-P", "-j", str(job_id), "-o", "JobName,State"]
+        try:
+            code, out, _ = self.run_direct(argv)
+        except SlurmError:
+            return False
+        # the job's steps in order: the last one of that name is the container's
+        states = [
+            line.partition("|")[2] for line in out.splitlines() if line.startswith(f"{step_name}|")
+        ]
+        return code == 0 and states[-1:] == ["OUT_OF_MEMORY"]
 
     def step_nodes(self, job_id: int, step_id: int) -> list[str]:
         """The nodes of a running step, in order (its task 0 runs on the first)."""

@@ -152,7 +152,7 @@ def detached(podman: Podman, no_leftovers: Callable[..., None]) -> Iterator[Call
                 "TimeLimit": "UNLIMITED",
                 "NumCPUs": "1",
                 "CPUs/Task": "1",
-                "MinMemoryNode": "0",
+                "MinMemoryNode": "512M",  # the harness's DefMemPerNode
                 "JobName": "scrun",
                 "NumNodes": "1",
             },
@@ -164,8 +164,7 @@ def detached(podman: Podman, no_leftovers: Callable[..., None]) -> Iterator[Call
         pytest.param(
             {"SCRUN_CPUS_PER_TASK": "2"}, {"CPUs/Task": "2", "NumCPUs": "2"}, id="integer"
         ),
-        # RealMemory=1 on the test nodes: 1M is the only per-node size they accept
-        pytest.param({"SCRUN_MEM_PER_NODE": "1M"}, {"MinMemoryNode": "1M"}, id="size"),
+        pytest.param({"SCRUN_MEM_PER_NODE": "100M"}, {"MinMemoryNode": "100M"}, id="size"),
         pytest.param({"SCRUN_JOB_NAME": "jo-myname"}, {"JobName": "jo-myname"}, id="job-name"),
     ],
 )

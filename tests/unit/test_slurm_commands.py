@@ -136,6 +136,21 @@ def test_refused_allocation_names_slurms_reason(fp, slurm):
         client.allocate("scrun", "c1", ["--partition=nope"])
 
 
+def test_a_user_without_association_is_told_so(fp, slurm):
+    client, bindir = slurm
+    (Path(bindir) / "salloc").write_text(
+        "#!/bin/sh\necho 'salloc: error: Job submit/allocate failed: Invalid account or"
+        " account/partition combination specified' >&2\nexit 1\n"
+    )
+    fp.register([f"{bindir}/srun", "--version"], stdout="slurm 22.05.8\n")
+    fp.allow_unregistered(True)
+    with pytest.raises(SlurmError) as refused:
+        client.allocate("scrun", "c1", [])
+    assert refused.value.message.startswith("allocation refused: Slurm's accounting has no")
+    assert "association" in refused.value.message and "sacctmgr" in refused.value.message
+    assert "Invalid account or account/partition combination" in refused.value.message
+
+
 def test_cancel_tolerates_finished_jobs(fp, slurm):
     client, bindir = slurm
     fp.register(

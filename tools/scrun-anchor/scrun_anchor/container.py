@@ -29,6 +29,9 @@ from scrunlib.state import Status, process_start_time, shell_exit_code
 
 from scrun_anchor.creation import Created, close_server, end_job
 
+# srun's status for a step the cgroup OOM killer ended: a plain failure, not 128+9
+SRUN_OUT_OF_MEMORY = 1
+
 TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
 if TYPE_CHECKING:
     from typing import Any
@@ -190,7 +193,12 @@ class Container:
     def stop(self) -> int:
         state = self.state
         if self.step is not None:
-            self.exit_code = shell_exit_code(self._end_step(self.step))
+            status = self._end_step(self.step)
+            if status == SRUN_OUT_OF_MEMORY and self.slurm.step_ran_out_of_memory(
+                self.job_id, state.step_name
+            ):
+                status = -signal.SIGKILL  # what the OOM killer sent: 137, as crun reports it
+            self.exit_code = shell_exit_code(status)
             self.clock.stop("run")
         if self.stop_requested:
             log.info(f"stopping container {state.id}: {self.stop_requested}")
