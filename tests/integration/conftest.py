@@ -374,6 +374,20 @@ def with_scratch_path(script: Path, scratch: str) -> str:
     return text.replace(SCRATCH_LINE, f'local scratch_path = "{scratch}"')
 
 
+def with_cluster_staging(cluster: Cluster, hooks: str) -> str:
+    """A scrun.lua of `hooks` that carry the container to the nodes as the cluster's own
+    scrun.lua does: that script's hooks become `cluster_stage_in` and `cluster_stage_out`,
+    for `hooks` to call."""
+    staging = (Path(cluster.slurm_conf).parent / "scrun.lua").read_text()
+    for hook in ("stage_in", "stage_out"):
+        old = f"function slurm_scrun_{hook}("
+        assert staging.count(old) == 1, f"the cluster's scrun.lua has no {old}"
+        staging = staging.replace(old, f"function cluster_{hook}(")
+    body, returned, _ = staging.rpartition("return slurm.SUCCESS")
+    assert returned, "the cluster's scrun.lua does not end in return slurm.SUCCESS"
+    return body + hooks
+
+
 @pytest.fixture(scope="session")
 def seed_script(cluster: Cluster) -> str:
     """The man page's example scrun.lua staging into the cluster's shared dir, as text."""

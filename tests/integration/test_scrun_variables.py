@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from conftest import with_cluster_staging
 from helpers import wait_for
 
 if TYPE_CHECKING:
@@ -360,12 +361,15 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
     config_file = config_file, job_id = job_id, user_id = user_id, group_id = group_id,
     job_env = job_env}}))
   out:close()
-  return slurm.SUCCESS
+  return cluster_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
+    job_env)
 end
 function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
     config_file, job_id, user_id, group_id)
-  return slurm.SUCCESS
+  return cluster_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
+    config_file, job_id, user_id, group_id)
 end
+return slurm.SUCCESS
 """
 
 
@@ -376,7 +380,8 @@ def test_stage_in_sees_every_output_variable(
     tmp_path: Path,
 ) -> None:
     dump = tmp_path / "stage_in.json"
-    site = site_runtime(HOOK_DUMP.format(path=dump))
+    # the container runs (podman reports its pid): its bundle must reach the nodes
+    site = site_runtime(with_cluster_staging(cluster, HOOK_DUMP.format(path=dump)))
     container_id = detached(
         "--annotation",
         "scrun.test=hello world",
