@@ -30,6 +30,13 @@ podman stop -t 2 scrun-demo >/dev/null && podman rm scrun-demo >/dev/null
 say "squeue   # nothing left"
 squeue
 
+say "sacct -X -S now-10minutes -o JobID,JobName,Partition,State,ExitCode,NodeList   # the records in slurmdbd"
+sleep 1   # slurmctld sends a job's end to slurmdbd shortly after it ends
+sacct -X -S now-10minutes -o JobID,JobName,Partition,State,ExitCode,NodeList | tail -5
+
+say "ls $SCRUN_SHARED_DIR/0/scrun/   # each container was staged here (scrun.lua) and removed after"
+ls -A "$SCRUN_SHARED_DIR/0/scrun/"
+
 if [ -n "${SCRUN_TEST_USER:-}" ]; then
   say "su - $SCRUN_TEST_USER -c 'podman --runtime scrun run --rm localhost/busybox sh -c \"echo job \$SLURM_JOB_ID\"'   # rootless podman, an ordinary user"
   out="$(su - "$SCRUN_TEST_USER" -c "podman --runtime scrun run --rm localhost/busybox sh -c 'echo job \$SLURM_JOB_ID'" 2>/dev/null)"
