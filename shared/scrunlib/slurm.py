@@ -243,7 +243,7 @@ def remote_command_argv(
     srun: str, job_id: int, script: str, job_name: str = "lua-command"
 ) -> list[str]:
     """`slurm.remote_command` (and scrunlib.nodecheck's check): the script on every node
-    of the job, one task each."""
+    of the job, one task each, in NODE_CWD (scrun's own cwd is this host's)."""
     return [
         srun,
         "--jobid",
@@ -253,6 +253,7 @@ def remote_command_argv(
         job_name,
         "--ntasks-per-node=1",
         "--overlap",
+        f"--chdir={NODE_CWD}",
         "--",
         "/bin/sh",
         "-c",

@@ -64,6 +64,13 @@ def test_remote_command_runs_the_script_unparsed():
     assert argv[-3:] == ["/bin/sh", "-c", "echo $HOME; rm -rf x"]
 
 
+def test_remote_command_runs_in_the_nodes_root_dir():
+    """scrun's cwd is the login host's (a clone under /tmp, a rootless shim's private /run):
+    slurmstepd would print `couldn't chdir` into the command's output."""
+    argv = remote_command_argv("srun", 9, "true")
+    assert "--chdir=/" in argv[: argv.index("--")]
+
+
 def test_cancel_lines():
     assert cancel_argv("scancel", 4) == ["scancel", "--quiet", "4"]
     assert cancel_argv("scancel", 4, signal=10, step_id=2) == [
