@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # bench/concurrent.sh -- 16 `podman run --rm ... true` at once: wall time against one run,
-# through scrun and through crun, and 16 `srun --container <bundle> true` at once (what
+# through scrun and through crun, and 16 `srun --chdir=/ --container <bundle> true` at once (what
 # Slurm itself takes for 16 jobs: scrun's ratio lies between that and crun's).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-# The wall time (s) of `podman run --rm true` through runtime $1 (srun: `srun --container`
+# The wall time (s) of `podman run --rm true` through runtime $1 (srun: `srun --chdir=/ --container`
 # alone), $2 of them at once.
 wall() {
   local runtime="$1" count="$2" start end
   start="$(date +%s.%N)"
   for _ in $(seq "$count"); do
     if [ "$runtime" = srun ]; then
-      srun --container "$BENCH_BUNDLE" true &
+      srun --chdir=/ --container "$BENCH_BUNDLE" true &
     else
       podman --runtime "$runtime" run --rm localhost/busybox true &
     fi

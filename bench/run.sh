@@ -3,7 +3,7 @@
 # Needs the private cluster's exports (make bench loads them). Runs, side by side:
 #   1. `scrun state` on a running container                    (target: 1.5x `python -c pass`)
 #   2. `podman run --rm localhost/busybox true` through scrun, through crun (target: 2x),
-#      and `srun --container <bundle> true` directly
+#      and `srun --chdir=/ --container <bundle> true` directly
 #   3. the anchor's resident memory while its container runs   (target: <= 15 MB)
 #   4-7. bench/rss.sh, concurrent.sh, throughput.sh, overhead.sh (see each)
 set -euo pipefail
@@ -29,7 +29,7 @@ echo "== 2. a whole container run, side by side"
 rounds "$out/run.json" -w 1 -- \
   "podman --runtime scrun run --rm localhost/busybox true" \
   "podman --runtime crun run --rm localhost/busybox true" \
-  "srun --container $BENCH_BUNDLE true"
+  "srun --chdir=/ --container $BENCH_BUNDLE true"
 
 python3 - "$out" <<'PY'
 import json, statistics, sys

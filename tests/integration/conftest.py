@@ -70,8 +70,11 @@ class Cluster:
     def run(
         self, argv: list[str], timeout: float = 120.0, **kwargs: Any
     ) -> subprocess.CompletedProcess[str]:
-        """Run a command against the cluster (text mode, output captured, no check)."""
+        """Run a command against the cluster (text mode, output captured, no check), in `/`:
+        srun's steps start in its cwd, and the nodes do not have this clone's (one under
+        /tmp is the login host's own)."""
         kwargs.setdefault("capture_output", True)
+        kwargs.setdefault("cwd", "/")
         return subprocess.run(argv, env=self.env, text=True, timeout=timeout, check=False, **kwargs)
 
 
