@@ -34,19 +34,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# upstream's own config dir: the cluster's configs (it reads oci.conf too) and a scrun.lua
-# that stages nothing (the nodes are this machine). Ours keeps the cluster's dir, where
-# there is no scrun.lua.
+# upstream's own config dir: the cluster's configs (it reads oci.conf too) and the same
+# scrun.lua as ours (docs/scrun-lua/shared-scratch.lua): the nodes are other hosts, so both
+# stage every container through the shared dir. That script parses config.json with
+# slurm.from_json/to_json, which upstream's Lua has only since 26.05.
+slurm_release="$(srun --version | awk '{print $2}')"
+if [ "$(printf '%s\n' 26.05 "$slurm_release" | sort -V | head -1)" != 26.05 ]; then
+  echo "== upstream scrun $slurm_release has no slurm.from_json/to_json (26.05 added them), which"
+  echo "   the cluster's staging scrun.lua needs: no comparison with upstream on this cluster"
+  exit 0
+fi
 mkdir -p "$B/etc" "$B/root"
-cp "$(dirname "$SLURM_CONF")"/*.conf "$B/etc/"
-cat >"$B/etc/scrun.lua" <<'EOF'
-function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
-	return slurm.SUCCESS
-end
-function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir, config_file, job_id, user_id, group_id)
-	return slurm.SUCCESS
-end
-EOF
+cp "$(dirname "$SLURM_CONF")"/*.conf "$(dirname "$SLURM_CONF")/scrun.lua" "$B/etc/"
 if [ ! -e /etc/slurm/slurm.conf ]; then
   mkdir -p /etc/slurm
   ln -s "$SLURM_CONF" /etc/slurm/slurm.conf

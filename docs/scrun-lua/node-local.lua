@@ -27,7 +27,7 @@ end
 local function run(what, command)
 	local rc, output = slurm.allocator_command(command)
 	if rc ~= 0 then
-		slurm.log_error(string.format("%s failed (exit %d): %s", what, rc, string.sub(output, 1, 300)))
+		slurm.log_error("%s failed (exit %d): %s", what, rc, string.sub(output, 1, 300))
 	end
 	return rc == 0
 end
@@ -35,7 +35,7 @@ end
 local function run_on_nodes(what, command)
 	local rc, output = slurm.remote_command(command)
 	if rc ~= 0 then
-		slurm.log_error(string.format("%s on the nodes failed (exit %d): %s", what, rc, string.sub(output, 1, 300)))
+		slurm.log_error("%s on the nodes failed (exit %d): %s", what, rc, string.sub(output, 1, 300))
 	end
 	return rc == 0
 end
@@ -67,7 +67,7 @@ end
 function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
 	local config = read_config(config_file)
 	if config == nil then
-		slurm.log_error("cannot read " .. config_file)
+		slurm.log_error("%s", "cannot read " .. config_file)
 		return slurm.ERROR
 	end
 	local rootfs = config["root"]["path"]
@@ -98,7 +98,7 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	end
 	local file = io.open(carry .. "/config.json", "wb")
 	if not file then
-		slurm.log_error("cannot write " .. carry .. "/config.json")
+		slurm.log_error("%s", "cannot write " .. carry .. "/config.json")
 		return slurm.ERROR
 	end
 	file:write(slurm.to_json(config))
