@@ -5,6 +5,7 @@
 #   2. `podman run --rm localhost/busybox true` through scrun, through crun (target: 2x),
 #      and `srun --chdir=/ --container <bundle> true` directly
 #   3. the anchor's resident memory while its container runs   (target: <= 15 MB)
+#   2b. bench/layouts.sh: the same with podman's storage on the shared dir, no scrun.lua
 #   4-7. bench/rss.sh, concurrent.sh, throughput.sh, overhead.sh (see each)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"  # the cluster's environment, without the harness's SCRUN_*
@@ -49,6 +50,8 @@ print(f"\npodman run, scrun ÷ crun (medians): {scrun * 1000:.0f} ÷ {crun * 100
 PY
 
 here="$(dirname "$0")"
+echo "== 2b. staged (scrun.lua) against podman storage the nodes share (no scrun.lua)"
+bash "$here/layouts.sh"
 echo "== 4. the anchor's memory, flat over 50 sequential and 16 concurrent runs"
 bash "$here/rss.sh"
 echo "== 5. 16 runs at once against one run"
