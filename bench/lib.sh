@@ -45,9 +45,15 @@ nothing_left() {
     podman container exists "$(basename "$dir")" && continue
     echo "left: spool directory $dir"; left=1
   done
-  if pgrep -f "$VENV_BIN/scrun" >/dev/null; then
-    echo "left: scrun processes $(pgrep -f "$VENV_BIN/scrun" | tr '\n' ' ')"; left=1
-  fi
+  # an anchor still ending its job when podman returned gets 5 s (read once: one that ends
+  # between two looks is not a leftover)
+  local procs=""
+  for _ in $(seq 50); do
+    procs="$(pgrep -f "$VENV_BIN/scrun" | tr '\n' ' ' || true)"
+    [ -n "$procs" ] || break
+    sleep 0.1
+  done
+  if [ -n "$procs" ]; then echo "left: scrun processes $procs"; left=1; fi
   if [ -n "$(squeue -h -o %i)" ]; then echo "left: jobs $(squeue -h -o %i | tr '\n' ' ')"; left=1; fi
   [ "$left" = 0 ] && echo "nothing left behind (spool directories, anchors, jobs)"
   return "$left"
