@@ -397,17 +397,6 @@ def seed_script(cluster: Cluster) -> str:
     return with_scratch_path(SEED_SCRIPT, cluster["SCRUN_SHARED_DIR"])
 
 
-@pytest.fixture(scope="session")
-def seed_script_file(cluster: Cluster, seed_script: str) -> Path:
-    """The same as a file every test user can read (for `--script`)."""
-    folder = cluster.dir / "test-scripts"
-    folder.mkdir(mode=0o755, exist_ok=True)
-    path = folder / "seed_scrun.lua"
-    path.write_text(seed_script)
-    path.chmod(0o644)
-    return path
-
-
 @dataclass(frozen=True)
 class SiteRuntime:
     """scrun against a private copy of the cluster's config dir, with its own scrun.lua.

@@ -26,19 +26,12 @@ MakeSite = Callable[[str | None], "SiteRuntime"]
 SCRIPTS = REPO / "docs" / "scrun-lua"
 
 
-def node_local_script(shared: str) -> str:
-    """docs/scrun-lua/node-local.lua with its two paths set, as a site sets them."""
-    text = (SCRIPTS / "node-local.lua").read_text()
-    for line, value in (('local scratch = "/scratch"', f'local scratch = "{shared}"'),):
-        assert text.count(line) == 1, line
-        text = text.replace(line, value)
-    return text
-
-
-def shared_scratch_script(shared: str) -> str:
-    text = (SCRIPTS / "shared-scratch.lua").read_text()
-    assert text.count('local scratch = "/scratch"') == 1
-    return text.replace('local scratch = "/scratch"', f'local scratch = "{shared}"')
+def with_scratch(script: str, shared: str) -> str:
+    """docs/scrun-lua/SCRIPT with its `scratch` set to the shared dir, as a site sets it."""
+    text = (SCRIPTS / script).read_text()
+    line = 'local scratch = "/scratch"'
+    assert text.count(line) == 1, f"{script}: no {line!r}"
+    return text.replace(line, f'local scratch = "{shared}"')
 
 
 def on_node(cluster: Cluster, node: str, script: str) -> subprocess.CompletedProcess[str]:
@@ -131,8 +124,8 @@ def who(request: pytest.FixtureRequest, pair: tuple[User, User]) -> Iterator[Who
 
 
 SCRIPT_TEXTS = {
-    "node-local": node_local_script,
-    "shared-scratch": shared_scratch_script,
+    "node-local": lambda shared: with_scratch("node-local.lua", shared),
+    "shared-scratch": lambda shared: with_scratch("shared-scratch.lua", shared),
     "man-page": lambda shared: with_scratch_path(SEED_SCRIPT, shared),
     "man-page-26.05": lambda shared: with_scratch_path(MAN_26_05_SCRIPT, shared),
 }
