@@ -497,8 +497,21 @@ OUTPUT_VARIABLES = (
     "SCRUN_LOG_FORMAT",
 )
 ANNOTATION_PREFIX = "SCRUN_ANNOTATION_"
+# Whether a container whose job waits in the queue says so on its stderr (the site's
+# `pending_notice` decides when); 0 silences it for one container.
+PENDING_NOTICES = "SCRUN_PENDING_NOTICES"
 # SCRUN_* names read elsewhere: logging (scrunlib.log) and the site configuration file.
-_OTHER_INPUTS = (*LOG_VARIABLES, "SCRUN_SITE_CONFIG")
+_OTHER_INPUTS = (*LOG_VARIABLES, "SCRUN_SITE_CONFIG", PENDING_NOTICES)
+
+
+def pending_notices(env: Mapping[str, str]) -> bool:
+    """SCRUN_PENDING_NOTICES: 1 (the default) or 0; anything else is an InvalidInput."""
+    value = env.get(PENDING_NOTICES, "1").strip().lower()
+    if value in ("1", "yes", "true", "on", ""):
+        return True
+    if value in ("0", "no", "false", "off"):
+        return False
+    raise InvalidInput(f"{PENDING_NOTICES}={env[PENDING_NOTICES]!r}: give 1 or 0")
 
 
 # ---------------------------------------------------------------------------------------

@@ -22,6 +22,12 @@ Keys (all optional):
   exec_command = "crun ... exec %o %n.%u.%j.%s.%t"   # how `scrun exec` enters a container on
                                           # its node (scrunlib.exec_process; default: from
                                           # oci.conf's RunTimeQuery)
+  create_wait = 30                        # seconds create waits for a granted job's stage-in
+                                          # before it returns and stage-in goes on (a job
+                                          # Slurm queues returns at once)
+  pending_notice = 5                      # seconds a started container's job waits in the
+                                          # queue before its stderr says why; 0: never
+  queue_poll = 30                         # seconds between reads of a queued job's reason
 """
 
 from __future__ import annotations
@@ -41,6 +47,12 @@ DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
 DEFAULT_LUA_TIMEOUT = 300.0
 DEFAULT_STEP_GRACE = 10.0
 DEFAULT_DELETE_TIMEOUT = 5.0
+DEFAULT_CREATE_WAIT = 30.0
+DEFAULT_PENDING_NOTICE = 5.0
+DEFAULT_QUEUE_POLL = 30.0
+# The fewest seconds between two reads of a queued job's state: slurmctld's scheduler does
+# not move a queue faster, and 1000 queued containers must not keep it busy.
+MIN_QUEUE_POLL = 5.0
 SYSTEM_BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/usr/local/sbin", "/sbin")
 
 
@@ -57,10 +69,13 @@ class SiteConfig:
 
     __slots__ = (
         "bin_dir",
+        "create_wait",
         "delete_timeout",
         "exec_command",
         "lua_timeout",
         "path",
+        "pending_notice",
+        "queue_poll",
         "slurm_conf",
         "step_grace",
     )
@@ -74,11 +89,17 @@ class SiteConfig:
         step_grace: float = DEFAULT_STEP_GRACE,
         exec_command: str | None = None,
         delete_timeout: float = DEFAULT_DELETE_TIMEOUT,
+        create_wait: float = DEFAULT_CREATE_WAIT,
+        pending_notice: float = DEFAULT_PENDING_NOTICE,
+        queue_poll: float = DEFAULT_QUEUE_POLL,
     ) -> None:
         self.path, self.slurm_conf, self.bin_dir = path, slurm_conf, bin_dir
         self.lua_timeout, self.step_grace = lua_timeout, step_grace
         self.exec_command = exec_command
         self.delete_timeout = delete_timeout
+        self.create_wait = create_wait
+        self.pending_notice = pending_notice  # 0: no notices
+        self.queue_poll = max(queue_poll, MIN_QUEUE_POLL)
 
     def slurm_conf_path(self, option: str | None, environ: Mapping[str, str]) -> str:
         """slurm.conf in use: `-f`, then SLURM_CONF, then the site file, then the default."""
@@ -140,6 +161,9 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         "step_grace": (int, float),
         "exec_command": str,
         "delete_timeout": (int, float),
+        "create_wait": (int, float),
+        "pending_notice": (int, float),
+        "queue_poll": (int, float),
     }
     for key, value in data.items():
         expected = known.get(key)
@@ -147,7 +171,10 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
             raise InvalidInput(f"site config {path}: unknown key {key!r}")
         if not isinstance(value, expected) or isinstance(value, bool):
             raise InvalidInput(f"site config {path}: {key} has the wrong type")
-        if isinstance(value, (int, float)) and not 0 < value < 1e6:
+        if not isinstance(value, (int, float)):
+            continue
+        lowest_ok = value >= 0 if key == "pending_notice" else value > 0  # 0: no notices
+        if not (lowest_ok and value < 1e6):
             raise InvalidInput(f"site config {path}: {key} must be between 0 and 1e6 seconds")
     return SiteConfig(
         path=path,
@@ -157,4 +184,7 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         step_grace=float(data.get("step_grace", DEFAULT_STEP_GRACE)),
         exec_command=data.get("exec_command"),
         delete_timeout=float(data.get("delete_timeout", DEFAULT_DELETE_TIMEOUT)),
+        create_wait=float(data.get("create_wait", DEFAULT_CREATE_WAIT)),
+        pending_notice=float(data.get("pending_notice", DEFAULT_PENDING_NOTICE)),
+        queue_poll=float(data.get("queue_poll", DEFAULT_QUEUE_POLL)),
     )

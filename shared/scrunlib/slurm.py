@@ -22,6 +22,7 @@ import os
 
 from scrunlib import filecache
 from scrunlib.errors import SlurmError, reason
+from scrunlib.signals import SIGINT, SIGKILL
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm_version import (
     SlurmVersion,
@@ -330,13 +331,92 @@ class Allocation:
         """After the job was cancelled: salloc learns it and ends; one that does not, in
         `timeout` seconds, is killed with its holder (their own process group)."""
         if not self.wait(timeout):
-            from scrunlib.signals import SIGKILL
-
             self.salloc.signal_group(SIGKILL)
             self.salloc.wait()
         if self._holder_input is not None:
             os.close(self._holder_input)
             self._holder_input = None
+
+
+class Submission:
+    """A container's job that salloc has submitted and Slurm has not granted yet. The answer
+    pipe (`fileno`) becomes readable when the job is granted (JOB_HOLDER prints its id and
+    nodes) or when salloc ends without it (refused, or ended while it waited); while it
+    waits in the queue, salloc's messages name the job (`queued_job_id`)."""
+
+    def __init__(
+        self,
+        slurm: Slurm,
+        salloc: Child,
+        container_id: str,
+        holder_input: int,
+        answer: int,
+        messages: int,
+    ) -> None:
+        self.slurm, self.salloc, self.container_id = slurm, salloc, container_id
+        self._holder_input, self._answer, self._messages = holder_input, answer, messages
+
+    def fileno(self) -> int:
+        return self._answer
+
+    def messages(self) -> str:
+        return _text(os.pread(self._messages, 64 * 1024, 0)) if self._messages >= 0 else ""
+
+    def queued_job_id(self) -> int | None:
+        """The job's id once Slurm has queued it without granting it at once."""
+        return queued_job_id(self.messages())
+
+    def granted(self) -> Allocation:
+        """Block until salloc answers: the job's Allocation, or SlurmError saying why there
+        is none (refused at submission; ended while it waited: scancel, a time limit in the
+        queue). Either way the submission is over: its pipes are closed."""
+        try:
+            line = _read_line(self._answer)
+            job_id, _, nodes = line.strip().partition(" ")
+            if job_id.isdigit():
+                holder_input, self._holder_input = self._holder_input, -1
+                return Allocation(self.salloc, holder_input, int(job_id), nodes.strip())
+            if self.salloc.wait(timeout=REFUSAL_SECONDS) is None:
+                self.salloc.signal_group(SIGKILL)
+                self.salloc.wait()
+            text = self.messages()
+            queued = queued_job_id(text)
+            if queued is None:
+                raise SlurmError(f"allocation refused: {_refusal(last_line(text))}")
+            raise SlurmError(f"job {queued} ended before it started: {last_line(text)}")
+        finally:
+            self._close()
+
+    def withdraw(self) -> None:
+        """Take the job back: SIGINT makes salloc revoke a pending job; a salloc that does
+        not end in time is killed, and any job tagged with the container's id is cancelled."""
+        self.salloc.signal_group(SIGINT)
+        if self.salloc.wait(timeout=REFUSAL_SECONDS) is None:
+            self.salloc.signal_group(SIGKILL)
+            self.salloc.wait()
+        self._close()
+        self.slurm.cancel_tagged(self.container_id)
+
+    def _close(self) -> None:
+        for fd in (self._holder_input, self._answer, self._messages):
+            if fd >= 0:
+                os.close(fd)
+        self._holder_input = self._answer = self._messages = -1
+
+
+# How long salloc may take to end once it has refused or revoked a job, or been told to.
+REFUSAL_SECONDS = 10.0
+
+
+def queued_job_id(messages: str) -> int | None:
+    """The job id in salloc's `Pending job allocation N` (a job queued, not granted at
+    once), None when there is none."""
+    marker = "Pending job allocation "
+    at = messages.find(marker)
+    if at < 0:
+        return None
+    words = messages[at + len(marker) :].split(maxsplit=1)
+    return int(words[0]) if words and words[0].isdigit() else None
 
 
 def cancel_argv(
@@ -463,16 +543,26 @@ class Slurm:
         options: Sequence[str],
         while_waiting: Callable[[], None] | None = None,
     ) -> Allocation:
-        """Block until the job is granted and its nodes are ready (the holder prints the job
-        id); salloc then holds the job until the Allocation is released. `while_waiting`
-        runs once salloc has started, before its answer is read (salloc mostly waits for
-        slurmctld meanwhile).
+        """Submit and block until the job is granted and its nodes are ready. `while_waiting`
+        runs once salloc has started, before its answer is read. Interrupted (SIGTERM while
+        the job is pending), the submission is withdrawn: no job is left."""
+        submission = self.submit(job_name, container_id, options)
+        try:
+            if while_waiting is not None:
+                while_waiting()
+            return submission.granted()
+        except BaseException:
+            submission.withdraw()
+            raise
 
-        If we are interrupted (SIGTERM while the job is pending), salloc gets SIGINT, which
-        revokes the pending job, and any job tagged with our id is cancelled too."""
+    def submit(self, job_name: str, container_id: str, options: Sequence[str]) -> Submission:
+        """Start the salloc that submits the container's job and holds it once granted.
+        Returns at once; the Submission tells when Slurm has queued the job and when it
+        is granted."""
         program = self.path("salloc")
         argv = as_real_user(salloc_argv(program, job_name, container_id, options, self.version()))
-        # salloc's own lines, for its errors: a memory file (tempfile costs ~5 ms of imports)
+        # salloc's own lines (its job id while pending, its errors): a memory file, which
+        # salloc can write to however long nobody reads (tempfile costs ~5 ms of imports)
         messages = os.memfd_create("salloc-messages")
         salloc_stdin, holder_input = os.pipe()
         answer, salloc_stdout = os.pipe()
@@ -492,36 +582,7 @@ class Slurm:
         finally:
             os.close(salloc_stdin)
             os.close(salloc_stdout)
-        try:
-            try:
-                if while_waiting is not None:
-                    while_waiting()
-                line = _read_line(answer)
-            except BaseException:
-                os.close(holder_input)
-                self._interrupt(salloc, container_id)
-                raise
-            job_id, _, nodes = line.strip().partition(" ")
-            if job_id.isdigit():
-                return Allocation(salloc, holder_input, int(job_id), nodes.strip())
-            os.close(holder_input)
-            salloc.wait()
-            text = _text(os.pread(messages, 64 * 1024, 0))
-            raise SlurmError(f"allocation refused: {_refusal(last_line(text))}")
-        finally:
-            os.close(answer)
-            os.close(messages)
-
-    def _interrupt(self, salloc: Child, container_id: str) -> None:
-        """Stop a salloc that has not answered: SIGINT revokes its pending job; any job
-        tagged with the container's id is cancelled too."""
-        from scrunlib.signals import SIGINT, SIGKILL
-
-        salloc.signal_group(SIGINT)
-        if salloc.wait(timeout=10) is None:
-            salloc.signal_group(SIGKILL)
-            salloc.wait()
-        self.cancel_tagged(container_id)
+        return Submission(self, salloc, container_id, holder_input, answer, messages)
 
     def cancel_tagged(self, container_id: str) -> None:
         """Cancel every job of ours whose comment names this container."""

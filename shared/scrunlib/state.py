@@ -106,6 +106,8 @@ _DEFAULTS: dict[str, Any] = {
     "anchor_start_time": None,
     "job_id": None,
     "nodes": None,  # the job's NodeList, for `scrun list`
+    "job_state": None,  # Slurm's JobState while it matters (PENDING: queued), else None
+    "job_reason": None,  # why a PENDING job waits (Priority, Resources, Dependency, ...)
     "existing_job": False,  # joined SLURM_JOB_ID: only our step is ours to end
     "job_ended": False,  # the anchor ended the container's job/steps; delete need not call Slurm
     "step_name": "scrun",
@@ -135,6 +137,8 @@ class ContainerState:
     anchor_start_time: int | None
     job_id: int | None
     nodes: str | None
+    job_state: str | None
+    job_reason: str | None
     existing_job: bool
     job_ended: bool
     step_name: str
@@ -197,6 +201,10 @@ class ContainerState:
         }
         if self.job_id is not None:
             document["jobId"] = self.job_id
+        if self.job_state == "PENDING" and status != Status.STOPPED:
+            document["jobState"] = self.job_state  # its job still waits in the queue
+            if self.job_reason:
+                document["jobReason"] = self.job_reason
         if status == Status.STOPPED and self.exit_code is not None:
             document["exitCode"] = self.exit_code
         return document

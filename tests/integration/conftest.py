@@ -443,10 +443,11 @@ class SiteRuntime:
 
 
 @pytest.fixture
-def site_runtime(cluster: Cluster, tmp_path: Path) -> Callable[[str | None], SiteRuntime]:
-    """`site_runtime(lua_text)` → a SiteRuntime whose scrun.lua is `lua_text` (None: none)."""
+def site_runtime(cluster: Cluster, tmp_path: Path) -> Callable[..., SiteRuntime]:
+    """`site_runtime(lua_text, settings={...})` → a SiteRuntime whose scrun.lua is
+    `lua_text` (None: none) and whose site config adds `settings` (numbers)."""
 
-    def make(lua_text: str | None) -> SiteRuntime:
+    def make(lua_text: str | None, settings: Mapping[str, float] | None = None) -> SiteRuntime:
         base = tmp_path / "site"
         etc = base / "etc"
         etc.mkdir(parents=True)
@@ -458,7 +459,10 @@ def site_runtime(cluster: Cluster, tmp_path: Path) -> Callable[[str | None], Sit
             (etc / "scrun.lua").write_text(lua_text)
         site_config = base / "scrun.toml"
         bin_dir = Path(shutil.which("srun", path=cluster.env["PATH"]) or "/usr/bin/srun").parent
-        site_config.write_text(f'slurm_conf = "{etc / "slurm.conf"}"\nbin_dir = "{bin_dir}"\n')
+        extra = "".join(f"{key} = {value}\n" for key, value in (settings or {}).items())
+        site_config.write_text(
+            f'slurm_conf = "{etc / "slurm.conf"}"\nbin_dir = "{bin_dir}"\n{extra}'
+        )
         wrapper = base / "scrun"
         wrapper.write_text(
             f"#!/bin/sh\nSCRUN_SITE_CONFIG={shlex.quote(str(site_config))} "

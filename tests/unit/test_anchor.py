@@ -8,6 +8,7 @@ and ends the job.
 
 import json
 import os
+import select
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -160,7 +161,7 @@ def test_a_refused_allocation_names_the_job_options_asked_for(
 @pytest.fixture(autouse=True)
 def quick_reap(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake salloc never learns of a (faked) scancel: kill it at once."""
-    monkeypatch.setattr("scrun_anchor.creation.REAP_SECONDS", 0.1)
+    monkeypatch.setattr("scrun_anchor.teardown.REAP_SECONDS", 0.1)
 
 
 def test_a_job_that_ended_before_start_fails_the_start(fp, site, spool, bundle) -> None:
@@ -210,8 +211,9 @@ def created(fp, site, spool, bundle) -> Iterator[Container]:
     assert saved(spool).nodes == "n1"  # from salloc, when `created` is reported
     assert os.path.exists(spool.socket)
     yield container
-    if container.allocation is not None:  # a test that did not stop it: end its salloc
-        container.allocation.reap(timeout=0)
+    allocation = container.preparation.allocation
+    if allocation is not None:  # a test that did not stop it: end its salloc
+        allocation.reap(timeout=0)
 
 
 def step_argv(site: Site, bundle: Path) -> list[str]:
@@ -296,3 +298,107 @@ def test_a_joined_job_runs_a_step_of_its_own_and_is_not_ended(
 
 def test_unknown_requests_are_refused(created) -> None:
     assert created.handle({"op": "pause"}) == {"ok": False, "error": "unknown request 'pause'"}
+
+
+# -- a job that waits in the queue ------------------------------------------------------
+
+# salloc for a job Slurm queues: it says so on stderr, then waits until the test grants the
+# job (touches salloc.grant) or Slurm ends it (salloc.revoke), as a real salloc does.
+QUEUED_SALLOC = f"""#!/bin/sh
+echo "salloc: Pending job allocation {JOB}" >&2
+echo "salloc: job {JOB} queued and waiting for resources" >&2
+while [ ! -e "$0.grant" ]; do
+  if [ -e "$0.revoke" ]; then echo "salloc: Job allocation {JOB} has been revoked." >&2; exit 1; fi
+  sleep 0.02
+done
+while [ "$1" != "--" ]; do shift; done; shift
+SLURM_JOB_ID={JOB} SLURM_JOB_NODELIST=n1 "$@"; echo $? > "$0.status"
+"""
+
+
+@pytest.fixture
+def queued(fp, site, spool, bundle) -> Iterator[Container]:
+    fp.allow_unregistered(True)
+    fp.register([site.tool("srun"), "--version"], stdout="slurm 22.05.8\n")
+    (site.bin / "salloc").write_text(QUEUED_SALLOC)
+    container = Container(creation(site, spool, bundle).create())
+    yield container
+    (site.bin / "salloc.revoke").touch()  # a test that did not end it: end its salloc
+    container.preparation.abandon()
+
+
+def wait_for_preparation(container: Container) -> None:
+    """What the anchor's loop does when the preparation's fd becomes readable."""
+    fd = container.preparation.watch()
+    assert fd is not None
+    select.select([fd], [], [], 10)
+    container._advance()
+
+
+def test_a_queued_job_is_created_at_once(spool, queued) -> None:
+    state = saved(spool)
+    assert (state.status, state.job_id, state.job_state) == (Status.CREATED, JOB, "PENDING")
+    assert state.oci_state()["jobState"] == "PENDING"
+    assert queued.preparation.phase == "queued"
+
+
+def test_start_while_queued_runs_the_step_once_granted(fp, site, spool, bundle, queued) -> None:
+    assert queued.handle({"op": "start"}) == {"ok": True}  # at once, like a submission
+    assert saved(spool).status == Status.RUNNING and queued.step is None
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    fp.register(step_argv(site, bundle), wait=30)
+    (site.bin / "salloc.grant").touch()
+    wait_for_preparation(queued)
+    assert fp.call_count(step_argv(site, bundle)) == 1
+    state = saved(spool)
+    assert (state.job_state, state.nodes) == ("RUNNING", "n1")
+    assert queued.step is not None and state.step_pid == queued.step.pid
+    assert "jobState" not in state.oci_state()
+
+
+def test_a_queued_job_slurm_ends_ends_the_container(site, spool, queued) -> None:
+    queued.handle({"op": "start"})
+    (site.bin / "salloc.revoke").touch()
+    wait_for_preparation(queued)
+    assert queued.stop_requested
+    assert queued.stop() == 1
+    state = saved(spool)
+    assert (
+        state.error
+        == f"job {JOB} ended before it started: salloc: Job allocation {JOB} has been revoked."
+    )
+    assert state.job_ended and state.exit_code == 1
+
+
+def test_kill_while_queued_withdraws_the_job(fp, site, spool, queued) -> None:
+    fp.register([site.tool("squeue"), fp.any()], stdout="")  # no job tagged with ours left
+    assert queued.handle({"op": "kill", "signal": 15}) == {"ok": True}
+    assert queued.stop() == 143
+    assert fp.call_count([site.tool("squeue"), fp.any()]) == 1
+    assert not site.ran("scancel") and saved(spool).job_ended
+    assert queued.preparation.submission is None  # salloc was told (SIGINT) and is gone
+
+
+def test_harmless_signals_do_not_end_a_queued_container(queued) -> None:
+    assert queued.handle({"op": "kill", "signal": 28}) == {"ok": True}  # SIGWINCH
+    assert queued.stop_requested is None
+
+
+def test_the_queue_is_told_on_stderr_once_per_reason(fp, site, spool, queued) -> None:
+    read_end, write_end = os.pipe()
+    watch = queued.queue
+    watch.notice_fd, watch.notices = write_end, True
+    show_job = [site.tool("scontrol"), "-o", "show", "job", str(JOB)]
+    for reason in ("Priority", "Priority", "Resources"):
+        fp.register(show_job, stdout=f"JobId={JOB} JobState=PENDING Reason={reason}\n")
+        watch.next_reading = 0
+        watch.check()
+    assert saved(spool).job_reason == "Resources"
+    watch.granted("n2")
+    os.close(write_end)
+    assert os.read(read_end, 4096).decode().splitlines() == [
+        f"scrun: job {JOB} pending (Priority)",
+        f"scrun: job {JOB} pending (Resources)",
+        f"scrun: job {JOB} running on n2",
+    ]
+    assert watch.poll == 30 and watch.seconds_to_next() > 25  # the site's queue_poll

@@ -20,6 +20,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -115,12 +116,34 @@ class SubprocessRunner:
         return self._srun
 
 
+# The process groups of the commands running now; while _refusing, no new one starts. A
+# container removed during stage-in (its job cancelled while scrun.lua copies) ends them.
+_running: set[int] = set()
+_refusing = threading.Event()
+
+
+def cancel_running() -> None:
+    """Kill every command running now (their whole process groups) and start no new one
+    until allow_again(): the hook that runs them fails at once instead of running on."""
+    _refusing.set()
+    for group in list(_running):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+
+
+def allow_again() -> None:
+    """Commands run again (stage-out, after an abandoned stage-in has ended)."""
+    _refusing.clear()
+
+
 def run_command(argv: list[str], env: Mapping[str, str], timeout: float) -> tuple[int, str]:
     """Run `argv` as the real user (scrunlib.userns) in its own process group, stdin from
     /dev/null, output captured together.
 
     The own process group lets a timeout kill the whole pipeline a script may have started.
     """
+    if _refusing.is_set():
+        return NOT_RUNNABLE, "not run: the container is being removed"
     try:
         proc = subprocess.Popen(
             as_real_user(argv),
@@ -134,6 +157,15 @@ def run_command(argv: list[str], env: Mapping[str, str], timeout: float) -> tupl
         return NOT_RUNNABLE, f"cannot run {argv[0]}: {reason(exc)}"
     except ScrunError as exc:
         return NOT_RUNNABLE, exc.message
+    _running.add(proc.pid)
+    try:
+        return _finish(proc, timeout)
+    finally:
+        _running.discard(proc.pid)
+
+
+def _finish(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, str]:
+    """Wait for `proc` (bounded), killing its process group on timeout."""
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

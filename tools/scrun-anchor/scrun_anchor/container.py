@@ -2,55 +2,73 @@
 `start` and `kill` until the container ends, then cleans up.
 
 Container.serve(): fetch the job environment (while podman prepares `start`); answer
-           `start` (launch the srun step) and `kill`; notice the step's end, a
-           SIGTERM/SIGINT (what `scrun delete` sends), or the job's end; then stop().
+           `start` (launch the srun step, or remember it until the preparation is ready:
+           a job still queued, a stage-in still running) and `kill`; while the job waits
+           in the queue, read its reason now and then and say it on the container's
+           stderr; notice the step's end, a SIGTERM/SIGINT (what `scrun delete` sends),
+           the job's end, or a failed preparation; then stop().
 Container.stop(): end the step (scancel, then SIGTERM → SIGKILL to a stuck srun), record
-           the exit code, stage-out, end the job (salloc ends it with the container's exit
-           status; only our steps in a job we joined), remove the socket, return the
-           container's exit code (128+N for signal N).
-Every wait is bounded but the allocation's (a pending job waits, as podman waits for
-create). state.json is written at every transition: it is what the other scrun commands read.
+           the exit code, end the preparation (a queued job withdrawn, stage-out, the job
+           ended: salloc ends it with the container's exit status; only our steps in a
+           job we joined), remove the socket, return the container's exit code (128+N
+           for signal N).
+Every wait is bounded but the queue's (a pending job waits for as long as Slurm keeps it;
+the anchor sleeps in select() meanwhile, reading the job's reason every `queue_poll`
+seconds). state.json is written at every transition: it is what the other scrun commands read.
 """
 
 from __future__ import annotations
 
 import os
-import selectors
+import select
 import signal
 import subprocess
 import time
 from types import FrameType
 
 from scrunlib import log, nodecheck, procio, protocol
-from scrunlib.bundle import remove_node_copy
 from scrunlib.errors import ScrunError, SlurmError, StateError
 from scrunlib.slurm import StepCommand, remote_command_argv, step_argv
 from scrunlib.state import Status, process_start_time, shell_exit_code
 
-from scrun_anchor.creation import Created, close_server, end_job
+from scrun_anchor.preparation import FAILED, QUEUED, READY
+from scrun_anchor.queue import QueueWatch
+from scrun_anchor.teardown import close_server, end_preparation
 
 # srun's status for a step the cgroup OOM killer ended: a plain failure, not 128+9
 SRUN_OUT_OF_MEMORY = 1
+
+# Signals that do not end a process by default: a container whose step has not started
+# yet ignores them; any other ends it, as it would end its process.
+HARMLESS_SIGNALS = frozenset({signal.SIGWINCH, signal.SIGCHLD, signal.SIGURG, signal.SIGCONT})
 
 TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
 if TYPE_CHECKING:
     from typing import Any
 
+    from scrun_anchor.creation import Created
+
 
 class Container:
     """The anchor once the container is created: serves `start` and `kill` until the
     container ends, then cleans up. `step` is the srun of the container's step, None until
-    `start`; `pty_slave` the terminal the step gets, None without one or once handed over.
-    (A plain class: dataclasses would cost every anchor ~5 ms of imports.)"""
+    it is launched; `pty_slave` the terminal the step gets, None without one or once handed
+    over. (A plain class: dataclasses would cost every anchor ~5 ms of imports.)"""
 
     def __init__(self, created: Created) -> None:
-        self.spool, self.state, self.job_id = created.spool, created.state, created.job_id
-        self.bundle, self.allocation = created.bundle, created.allocation
-        self.run_bundle, self.step_args = created.run_bundle, created.step_args
-        self.job_env, self.slurm, self.site = created.job_env, created.slurm, created.site
+        self.created = created
+        self.spool, self.state, self.bundle = created.spool, created.state, created.bundle
+        self.preparation, self.slurm, self.site = created.preparation, created.slurm, created.site
         self.server = protocol.serving(created.server)
-        self.pty_slave, self.staging = created.pty_slave, created.staging
-        self.clock = created.clock
+        self.pty_slave, self.clock = created.pty_slave, created.clock
+        self.queue = QueueWatch(
+            self.slurm,
+            self.state,
+            self.spool,
+            notices=created.notices,
+            notice_delay=self.site.pending_notice,
+            poll=self.site.queue_poll,
+        )
         self.step: subprocess.Popen[bytes] | None = None
         self.step_started = 0.0  # time.monotonic() when the step was started
         self.stop_requested: str | None = None
@@ -58,7 +76,8 @@ class Container:
 
     # ------------------------------------------------------------------ serve
     def serve(self) -> int:
-        """Event loop after `created`: requests, signals, the step's end."""
+        """Event loop after `created`: requests, signals, the preparation's progress, the
+        queued job's reason, the step's end."""
         wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_write)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -69,29 +88,70 @@ class Container:
             # The console socket's pty is the container's stdio; ours is the caller's. (With
             # a terminal and no console socket, `scrun run` in the foreground: the caller's
             # terminal is the container's, srun --pty takes it over.)
+            self.queue.notice_fd = os.dup(self.pty_slave)
             _detach_stdio()
-        log.verbose(f"container {self.state.id} created in job {self.job_id}")
-        self._fetch_job_env()
-        selector = selectors.DefaultSelector()
-        selector.register(self.server, selectors.EVENT_READ, "request")
-        selector.register(wake_read, selectors.EVENT_READ, "wake")
-        while True:
-            for key, _ in selector.select(timeout=1.0):
-                if key.data == "wake":
-                    _drain(wake_read)
-                else:
-                    self._serve_one()
-            if self.stop_requested is not None:
-                break
-            if self.step is not None and self.step.poll() is not None:
-                break
+        log.verbose(f"container {self.state.id} created in job {self.state.job_id}")
+        if self.preparation.phase == READY:
+            self._fetch_job_env()
+        while self.stop_requested is None and not self._step_ended():
+            preparing = self.preparation.watch()
+            fds = [self.server.fileno(), wake_read] + ([preparing] if preparing else [])
+            readable, _, _ = select.select(fds, [], [], self._timeout())
+            if wake_read in readable:
+                _drain(wake_read)
+            if self.server.fileno() in readable:
+                self._serve_one()
+            if preparing is not None and preparing in readable:
+                self._advance()
+            elif self.preparation.phase == QUEUED:
+                self.queue.check()
         return self.stop()
+
+    def _timeout(self) -> float | None:
+        """How long the loop may sleep: a running step is also polled each second (SIGCHLD
+        wakes it anyway); a queued job until its next reading; else until something
+        happens."""
+        if self.step is not None:
+            return 1.0
+        if self.preparation.phase == QUEUED:
+            return self.queue.seconds_to_next()
+        return None
+
+    def _step_ended(self) -> bool:
+        return self.step is not None and self.step.poll() is not None
+
+    def _advance(self) -> None:
+        """The preparation's next step (the job granted or ended, stage-in done), and what
+        follows from it: the waiting `start` is carried out, a failure ends the container."""
+        was_queued = self.preparation.phase == QUEUED
+        self.preparation.advance()
+        phase = self.preparation.phase
+        if was_queued and phase != FAILED:
+            self.queue.granted(self.state.nodes or "")
+        self.state.save(self.spool)
+        if phase == FAILED:
+            error = self.preparation.error
+            message = error.message if error is not None else "preparation failed"
+            self.exit_code = error.exit_code if error is not None else 1
+            self.state.error = message
+            self.queue.say(f"scrun: error: {message}")
+            self.stop_requested = "its preparation failed"
+        elif phase == READY and self.state.status == Status.RUNNING and self.step is None:
+            try:
+                self._launch()
+            except ScrunError as exc:
+                self.exit_code = exc.exit_code
+                self.state.error = exc.message
+                self.queue.say(f"scrun: error: {exc.message}")
+                self.stop_requested = "its step could not be launched"
 
     def _fetch_job_env(self) -> None:
         """Fetch the job environment now, while podman prepares `start` (which would wait
         for it otherwise); a failure is for `start` to report."""
+        job_env = self.preparation.job_env
         try:
-            self.job_env.get()
+            if job_env is not None:
+                job_env.get()
         except SlurmError as exc:
             log.verbose(f"no job environment yet: {exc.message}")
 
@@ -130,29 +190,47 @@ class Container:
         return {"ok": True}
 
     def _start(self) -> None:
+        """Launch the step; while the preparation is under way (a queued job, a running
+        stage-in) the container is `running` from now on, as for its engine it is, and the
+        step is launched the moment the preparation is ready."""
         state = self.state
         if state.status == Status.RUNNING:
             return
         if state.status != Status.CREATED:
             raise StateError(f"container {state.id!r} is {state.status}, it cannot start")
+        if self.preparation.phase == FAILED:
+            error = self.preparation.error
+            raise StateError(f"container {state.id!r} cannot start: {error}")
+        if self.preparation.phase == READY:
+            self._launch()
+            return
+        log.verbose(f"start requested; the step starts once job {state.job_id} is ready")
+        state.transition(Status.RUNNING)
+        state.save(self.spool)
+
+    def _launch(self) -> None:
+        state = self.state
+        run_bundle, job_env = self.preparation.run_bundle, self.preparation.job_env
+        if run_bundle is None or job_env is None:
+            raise StateError(f"container {state.id!r} is not ready to start")
         self.clock.start("launch")
         argv = step_argv(
             self.slurm.path("srun"),
             StepCommand(
-                job_id=self.job_id,
-                bundle=self.run_bundle.path,
-                args=self.run_bundle.args,
+                job_id=job_env.job_id,
+                bundle=run_bundle.path,
+                args=run_bundle.args,
                 container_id=state.id,
                 job_name=state.step_name,
                 pty=self.bundle.terminal,
-                extra_args=self.step_args,
+                extra_args=self.created.step_args,
             ),
             self.slurm.version(),
         )
         # Exactly the job env: srun reads SLURM_* input variables from its environment, so
         # nothing of the caller's may leak in (an outer allocation's SLURM_NTASKS, say).
         env = {
-            **self.job_env.get(),
+            **job_env.get(),
             "SLURM_CONF": self.slurm.slurm_conf,
             "PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
         }
@@ -166,15 +244,19 @@ class Container:
         self.clock.start("run")
         state.step_pid = self.step.pid
         state.step_start_time = process_start_time(self.step.pid)
-        state.transition(Status.RUNNING)
+        if state.status != Status.RUNNING:
+            state.transition(Status.RUNNING)
         state.save(self.spool)
 
     def _kill(self, signum: int) -> None:
         state = self.state
-        if state.status == Status.CREATED:
-            # Never started: "killing" it ends it, as runc does with a created container.
+        if self.step is None and state.status in (Status.CREATED, Status.RUNNING):
+            # No step yet (never started, or its job still queued): "killing" it ends it, as
+            # runc does with a created container; signals that would not end a process wait.
+            if signum in HARMLESS_SIGNALS:
+                return
             self.exit_code = 128 + signum
-            self.stop_requested = f"signal {signum} before start"
+            self.stop_requested = f"signal {signum} before its step started"
         elif state.status == Status.RUNNING:
             self._signal_step(signum)
 
@@ -183,11 +265,14 @@ class Container:
         into a cancel that waits KillWait seconds, longer than podman waits. A new
         allocation whose step is not visible yet gets the signal at job level instead."""
         state = self.state
-        steps = self.slurm.step_ids(self.job_id, state.step_name)
+        job_id = state.job_id
+        if job_id is None:
+            return
+        steps = self.slurm.step_ids(job_id, state.step_name)
         for step_id in steps:
-            self.slurm.cancel(self.job_id, signal=signum, step_id=step_id)
+            self.slurm.cancel(job_id, signal=signum, step_id=step_id)
         if not steps and not state.existing_job:
-            self.slurm.cancel(self.job_id, signal=signum)
+            self.slurm.cancel(job_id, signal=signum)
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> int:
@@ -195,31 +280,31 @@ class Container:
         if self.step is not None:
             status = self._end_step(self.step)
             if status == SRUN_OUT_OF_MEMORY and self.slurm.step_ran_out_of_memory(
-                self.job_id, state.step_name
+                self.preparation_job_id(), state.step_name
             ):
                 status = -signal.SIGKILL  # what the OOM killer sent: 137, as crun reports it
             self.exit_code = shell_exit_code(status)
             self.clock.stop("run")
         if self.stop_requested:
             log.info(f"stopping container {state.id}: {self.stop_requested}")
-        if self.exit_code != 0:
+        if self.exit_code != 0 and self.step is not None:
             self._report_job_end()
             if self._failed_at_launch():
                 self._explain_failed_launch()
         state.exit_code = self.exit_code
         state.transition(Status.STOPPED)
         state.save(self.spool)
-        remove_node_copy(self.run_bundle, state.bundle)
-        if self.staging is not None:
-            with self.clock.phase("stage-out"):
-                self.staging.stage_out()
-        with self.clock.phase("teardown"):
-            end_job(self.slurm, state, self.job_id, self.allocation, self.exit_code)
+        end_preparation(self.preparation, self.exit_code)
         state.save(self.spool)
         close_server(self.server, self.spool)
         log.verbose(f"container {state.id} stopped with exit code {self.exit_code}")
         log.debug(f"container {state.id} phases: {self.clock.summary()}")
         return self.exit_code
+
+    def preparation_job_id(self) -> int:
+        """The job the step ran in (there is one once a step was launched)."""
+        job_env = self.preparation.job_env
+        return job_env.job_id if job_env is not None else (self.state.job_id or 0)
 
     def _end_step(self, step: subprocess.Popen[bytes]) -> int:
         """Wait for the step's srun and return its status: cancel the step first if we are
@@ -249,15 +334,15 @@ class Container:
             return
         deadline = time.monotonic() + 2.0
         try:
-            job_state = self.slurm.job_record(self.job_id).get("JobState", "")
+            job_state = self.slurm.job_record(self.preparation_job_id()).get("JobState", "")
             # An ending job shows COMPLETING for a moment before it says how it ended.
             while job_state == "COMPLETING" and time.monotonic() < deadline:
                 time.sleep(0.1)
-                job_state = self.slurm.job_record(self.job_id).get("JobState", "")
+                job_state = self.slurm.job_record(self.preparation_job_id()).get("JobState", "")
         except SlurmError:
             return
         if job_state in ("TIMEOUT", "CANCELLED", "FAILED", "NODE_FAIL", "PREEMPTED", "DEADLINE"):
-            state.error = f"job {self.job_id} ended by Slurm: {job_state}"
+            state.error = f"job {self.preparation_job_id()} ended by Slurm: {job_state}"
             log.error(state.error)
 
     def _failed_at_launch(self) -> bool:
@@ -280,14 +365,19 @@ class Container:
                 runtime_dir = nodecheck.uses_runtime_dir(stream.read())
         except OSError:
             runtime_dir = False
-        script = nodecheck.check_script(self.run_bundle.path, state.rootfs, runtime_dir=runtime_dir)
-        argv = remote_command_argv(self.slurm.path("srun"), self.job_id, script, "scrun-check")
+        run_bundle = self.preparation.run_bundle
+        if run_bundle is None:
+            return
+        script = nodecheck.check_script(run_bundle.path, state.rootfs, runtime_dir=runtime_dir)
+        argv = remote_command_argv(
+            self.slurm.path("srun"), self.preparation_job_id(), script, "scrun-check"
+        )
         try:
             _, output, _ = self.slurm.run_direct(argv, timeout=self.site.step_grace + 10)
         except SlurmError as exc:
             log.verbose(f"could not check the nodes: {exc.message}")
             return
-        message = nodecheck.diagnosis(output, self.run_bundle.path, state.rootfs)
+        message = nodecheck.diagnosis(output, run_bundle.path, state.rootfs)
         if message is not None:
             state.error = message
             log.error(message)

@@ -1,9 +1,12 @@
 """The anchor until its container is created: what `scrun create` (and podman) wait for.
 
-Creation.create(): validate SCRUN_* → allocate (salloc holds the job; or join
-SLURM_JOB_ID) → scrun.lua stage-in → a bundle slurmd can run (its program found in the
-rootfs) → `created`, pid file written; returns Created, what scrun_anchor.container serves.
-Every failure undoes what was done before reporting.
+Creation.create(): validate SCRUN_* → submit the job (salloc holds it once granted; or
+join SLURM_JOB_ID) → the container's preparation (scrun_anchor.preparation: the grant,
+scrun.lua's stage-in, a bundle slurmd can run) → `created`, pid file written; returns
+Created, what scrun_anchor.container serves. `create` waits for the preparation only while
+it is quick: a job Slurm queues, or a stage-in that runs past the site's `create_wait`,
+goes on after `created` (podman gives create 240 s; a queue may take hours). Every failure
+before `created` undoes what was done before reporting.
 
 This phase imports only what it needs, which is little: os, scrun's own modules, and the
 interpreter's built-in `_signal` and `_socket` (scrunlib.signals, the raw socket of
@@ -19,18 +22,19 @@ import os
 import time
 
 from scrunlib import bundle as bundles
-from scrunlib import job_options, jobenv, log, procio, protocol, userns
-from scrunlib.errors import ScrunError, SlurmError
+from scrunlib import job_options, log, procio, protocol, userns
+from scrunlib.errors import ScrunError
 from scrunlib.files import write_atomically
 from scrunlib.phases import PhaseClock
 from scrunlib.signals import SIGINT, SIGTERM, set_handler
 from scrunlib.siteconfig import SiteConfig
-from scrunlib.slurm import Allocation, Slurm, cluster_name
-from scrunlib.slurm_version import SlurmVersion, runtime_makes_terminal
+from scrunlib.slurm import Slurm
 from scrunlib.spool import SLURM_VERSION_CACHE, Spool, dir_name
 from scrunlib.state import ContainerState, Status, process_start_time
 
-from scrun_anchor.staging import ContainerStaging, load_stager
+from scrun_anchor.preparation import FAILED, QUEUED, READY, Preparation, require_running
+from scrun_anchor.staging import load_stager
+from scrun_anchor.teardown import close_server, end_preparation
 
 TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
 if TYPE_CHECKING:
@@ -38,8 +42,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
 
-# How long salloc may take to notice that its job was cancelled before it is killed.
-REAP_SECONDS = 10.0
+# How often create looks at salloc's messages for the id of a job Slurm has queued.
+QUEUE_CHECK_SECONDS = 0.05
 _SIGNAL_NAMES: dict[int, str] = {SIGINT: "SIGINT", SIGTERM: "SIGTERM"}
 
 
@@ -80,81 +84,33 @@ class Undo:
                 log.error(f"while undoing a failed create: {exc}")
 
 
-class JobEnvironment:
-    """The container's job environment (scrunlib.jobenv): what scrun.lua's hooks, their
-    commands and the container's srun run with. Its SLURM_* part comes from the job's
-    record (`scontrol show job`), fetched once, when first asked for: before stage-in when
-    there is a scrun.lua, else after `created`, off the path `scrun create` waits for."""
-
-    def __init__(
-        self,
-        *,
-        slurm: Slurm,
-        job_id: int,
-        bundle: bundles.Bundle,
-        submission_bundle: str | None,
-        spool: Spool,
-        version: SlurmVersion,
-        pid_file: str | None,
-        log_file: str | None,
-        log_format: str,
-        record: dict[str, str] | None = None,  # already fetched (a job we joined)
-    ) -> None:
-        self.slurm, self.job_id, self.bundle = slurm, job_id, bundle
-        self.submission_bundle, self.spool, self.version = submission_bundle, spool, version
-        self.pid_file, self.log_file, self.log_format = pid_file, log_file, log_format
-        self._record = record
-        self._env: dict[str, str] | None = None
-
-    def get(self) -> dict[str, str]:
-        """The job env; SlurmError when the job's record cannot be had or the job is not
-        running (any more)."""
-        if self._env is None:
-            record = self._record or self.slurm.job_record(self.job_id)
-            require_running(self.job_id, record)
-            self._env = jobenv.container_job_env(
-                slurm_part=jobenv.slurm_variables(record, cluster_name(self.slurm.slurm_conf)),
-                bundle=self.bundle,
-                submission_bundle=self.submission_bundle,
-                spool=self.spool,
-                pid_file=self.pid_file,
-                log_file=self.log_file,
-                log_format=self.log_format,
-                version=self.version,
-            )
-        return self._env
-
-
 class Created:
     """What creation leaves to serving (scrun_anchor.container.Container): the container
-    in state `created`, its job held, the socket listening."""
+    in state `created`, its job submitted or held, its preparation ready or under way, the
+    socket listening."""
 
     def __init__(
         self,
         *,
         spool: Spool,
         state: ContainerState,
-        job_id: int,
-        allocation: Allocation | None,
         bundle: bundles.Bundle,
-        run_bundle: bundles.NodeBundle,
+        preparation: Preparation,
         step_args: tuple[str, ...],
-        job_env: JobEnvironment,
         slurm: Slurm,
         site: SiteConfig,
         server: raw_socket,
         pty_slave: int | None,
-        staging: ContainerStaging | None,
         clock: PhaseClock,
+        notices: bool,
     ) -> None:
-        self.spool, self.state, self.job_id, self.bundle = spool, state, job_id, bundle
-        self.allocation = allocation  # a job of our own, held by its salloc; None: joined
-        self.run_bundle = run_bundle  # what srun --container runs (staged, adapted for slurmd)
+        self.spool, self.state, self.bundle = spool, state, bundle
+        self.preparation = preparation
         self.step_args = step_args  # SCRUN_* options for the step's srun
-        self.job_env, self.slurm, self.site, self.server = job_env, slurm, site, server
+        self.slurm, self.site, self.server = slurm, site, server
         self.pty_slave = pty_slave  # the console socket's pty, for the step
-        self.staging = staging
         self.clock = clock  # the state's phase timings
+        self.notices = notices  # say on the container's stderr why its job waits
 
 
 class Creation:
@@ -222,6 +178,7 @@ class Creation:
         state.save(self.spool)
         version = self.slurm.version()
         request = job_options.job_request(self.environ, version)
+        notices = job_options.pending_notices(self.environ)
         if request.ignored_variables:
             names = ", ".join(request.ignored_variables)
             log.info(f"running in existing job {request.existing_job_id}: ignoring {names}")
@@ -238,106 +195,98 @@ class Creation:
         server = protocol.listen(self.spool.socket)
         undo.callback(close_server, server, self.spool)
         self.clock.stop("parse")
-        with self.clock.phase("allocate"):
-            job_id, allocation, record = self._get_job(request, undo)
-        job_env = JobEnvironment(
+        preparation = Preparation(
             slurm=self.slurm,
-            job_id=job_id,
+            state=state,
+            spool=self.spool,
             bundle=self.bundle,
             submission_bundle=self.submission_bundle,
-            spool=self.spool,
+            stager=stager,
             version=version,
+            clock=self.clock,
             pid_file=self.pid_file,
             log_file=self.log_file,
             log_format=self.log_format,
-            record=record,
         )
-        staging = None
-        with self.clock.phase("stage-in"):
-            if stager is not None:
-                from scrunlib.lua.records import StageContext  # only with a scrun.lua
-
-                context = StageContext.for_container(
-                    self.bundle,
-                    self.spool,
-                    job_id=job_id,
-                    job_env=job_env.get(),
-                    orig_bundle=self.submission_bundle,
-                )
-                staging = ContainerStaging(stager, context, self.spool, self.slurm_conf)
-                undo.callback(staging.stage_out)  # also after a failed stage-in
-                state.bundle, state.rootfs = staging.stage_in()
-            if state.bundle != self.bundle.path and not os.path.isdir(state.bundle):
-                # staged where only the nodes see it (their local disks): they run it as
-                # scrun.lua made it; the program is looked up in the rootfs it copied
-                log.verbose(f"staged bundle {state.bundle} is not on this host: run as staged")
-                run_bundle = bundles.NodeBundle(state.bundle, bundles.node_args(self.bundle))
-            else:
-                run_bundle = bundles.runnable_by_slurm(
-                    state.bundle,
-                    bundles.node_copy_dir(state.bundle, state.id),
-                    node_pty=self.bundle.terminal and not runtime_makes_terminal(version),
-                    # not staged elsewhere: crun's --config file, when given, is what runs
-                    config_file=self.bundle.config_file
-                    if state.bundle == self.bundle.path
-                    else None,
-                )
+        undo.callback(end_preparation, preparation)
+        self._get_job(request, preparation)
+        self._wait(preparation)
+        if preparation.error is not None:
+            raise self._with_job_options(preparation)
         state.transition(Status.CREATED)
         state.save(self.spool)
         self._write_pid_file()
         return Created(
             spool=self.spool,
             state=state,
-            job_id=job_id,
-            allocation=allocation,
             bundle=self.bundle,
-            run_bundle=run_bundle,
+            preparation=preparation,
             step_args=request.step_args,
-            job_env=job_env,
             slurm=self.slurm,
             site=self.site,
             server=server,
             pty_slave=pty_slave,
-            staging=staging,
             clock=self.clock,
+            notices=notices,
         )
 
-    def _get_job(
-        self, request: job_options.JobRequest, undo: Undo
-    ) -> tuple[int, Allocation | None, dict[str, str] | None]:
-        """Allocate a job, or join SLURM_JOB_ID's; returns its id, our Allocation (None for
-        a job we joined) and the joined job's record (None for ours: fetched later)."""
+    def _get_job(self, request: job_options.JobRequest, preparation: Preparation) -> None:
+        """Submit our job, or join SLURM_JOB_ID's (which must be running, and the user's)."""
         state = self.state
         if request.existing_job_id is not None:
             job_id = state.job_id = request.existing_job_id
             state.existing_job = True
             state.step_name = f"scrun-{dir_name(state.id)}"
-            undo.callback(end_job, self.slurm, state, job_id)
-            record = self.slurm.job_record(job_id)
-            from scrunlib.ownership import check_job_owner  # only for a job we join
-
-            check_job_owner(job_id, record)
-            require_running(job_id, record)
-            state.nodes = record.get("NodeList")
             state.save(self.spool)
-            return job_id, None, record
+            with self.clock.phase("allocate"):
+                record = self.slurm.job_record(job_id)
+                from scrunlib.ownership import check_job_owner  # only for a job we join
+
+                check_job_owner(job_id, record)
+                require_running(job_id, record)
+            state.nodes = record.get("NodeList")
+            preparation.joined(job_id, record)
+            return
         state.step_name = request.job_name
         log.verbose(f"allocating: salloc {' '.join(request.allocation_args)}")
-        try:
-            allocation = self.slurm.allocate(
-                request.job_name, state.id, request.allocation_args, while_waiting=_load_serving
-            )
-        except SlurmError as exc:
-            variables = job_options.allocation_variables(self.environ)
-            asked = [f"{name}={self.environ[name]}" for name in variables]
-            if not asked:
-                raise
-            raise SlurmError(f"{exc.message} (job options: {', '.join(asked)})") from exc
-        job_id = state.job_id = allocation.job_id
-        state.nodes = allocation.nodes or None
-        undo.callback(end_job, self.slurm, state, job_id, allocation)
-        state.save(self.spool)
-        return job_id, allocation, None
+        submission = self.slurm.submit(request.job_name, state.id, request.allocation_args)
+        preparation.submitted(submission)
+        _load_serving()  # while salloc waits for slurmctld
+
+    def _with_job_options(self, preparation: Preparation) -> ScrunError:
+        """Preparation's error; a refused allocation's names the SCRUN_* job options asked
+        for (the likeliest cause)."""
+        error = preparation.error or ScrunError("preparation failed")
+        asked = [
+            f"{name}={self.environ[name]}"
+            for name in job_options.allocation_variables(self.environ)
+        ]
+        if preparation.failed_in != QUEUED or not asked:
+            return error
+        return type(error)(f"{error.message} (job options: {', '.join(asked)})")
+
+    def _wait(self, preparation: Preparation) -> None:
+        """Until the container is ready or preparing it failed, but no longer than it is
+        quick: a job Slurm has queued returns at once (its id known), a stage-in still
+        running after the site's `create_wait` seconds goes on after `created`."""
+        deadline = time.monotonic() + self.site.create_wait
+        while preparation.phase not in (READY, FAILED):
+            if preparation.phase == QUEUED:
+                job_id = preparation.queued_job_id()
+                if job_id is not None:
+                    self.state.job_id, self.state.job_state = job_id, "PENDING"
+                    log.info(f"job {job_id} is queued: the container starts once it is granted")
+                    return
+                timeout = QUEUE_CHECK_SECONDS  # salloc says so on stderr, not on the pipe
+            else:
+                timeout = deadline - time.monotonic()
+                if timeout <= 0:
+                    log.info("stage-in goes on after create")
+                    return
+            fd = preparation.watch()
+            if fd is None or _readable(fd, timeout):
+                preparation.advance()
+            self.state.save(self.spool)
 
     def _write_pid_file(self) -> None:
         if not self.pid_file:
@@ -345,43 +294,10 @@ class Creation:
         write_atomically(self.pid_file, str(os.getpid()))
 
 
-def require_running(job_id: int, record: dict[str, str]) -> None:
-    """SlurmError naming the job's state unless its record says RUNNING."""
-    if record.get("JobState") != "RUNNING":
-        raise SlurmError(f"job {job_id} is not running ({record.get('JobState')})")
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether `fd` becomes readable within `timeout` seconds."""
+    import select  # built into the interpreter's library, ~0.1 ms
 
-
-def end_job(
-    slurm: Slurm,
-    state: ContainerState,
-    job_id: int,
-    allocation: Allocation | None = None,
-    exit_code: int | None = None,
-) -> None:
-    """End what is the container's in Slurm, once: our allocation with the container's
-    `exit_code` (salloc ends the job with it: COMPLETED 0:0, FAILED 3:0, FAILED 0:9), else
-    by scancel (no container ran, or salloc did not end it; in a job we joined, only our
-    steps); `delete` relies on job_ended."""
-    if state.job_ended:
-        return
-    grace = slurm.site.step_grace + 30
-    if allocation is not None and exit_code is not None:
-        if allocation.release(exit_code, timeout=grace):
-            state.job_ended = True
-            return
-        log.error(f"salloc of job {job_id} did not end it; cancelling it")
-    try:
-        slurm.end_container_job(job_id, existing_job=state.existing_job, step_name=state.step_name)
-        state.job_ended = True
-    except SlurmError as exc:
-        log.error(str(exc))
-    if allocation is not None:
-        allocation.reap(timeout=REAP_SECONDS)
-
-
-def close_server(server: raw_socket, spool: Spool) -> None:
-    server.close()
-    try:  # noqa: SIM105 (contextlib.suppress: not imported on this path)
-        os.unlink(spool.socket)
-    except FileNotFoundError:
-        pass
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(timeout, 0) * 1000))

@@ -64,6 +64,13 @@ def document(state: ContainerState) -> dict[str, Any]:
     return entry
 
 
+def _nodes_or_reason(state: ContainerState, entry: dict[str, Any]) -> str:
+    """The job's nodes; while it waits in the queue, `(Reason)` as squeue shows it."""
+    if "jobState" in entry:
+        return f"({entry.get('jobReason') or entry['jobState']})"
+    return state.nodes or ""
+
+
 def table(rows: list[list[str]]) -> str:
     """Columns as runc's tabwriter lays them out: at least 12 wide, 3 spaces apart."""
     widths = [max(12, *(len(row[i]) + 3 for row in rows)) for i in range(len(rows[0]) - 1)]
@@ -96,7 +103,7 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
                     str(entry["pid"]),
                     entry["status"],
                     "" if state.job_id is None else str(state.job_id),
-                    state.nodes or "",
+                    _nodes_or_reason(state, entry),
                     state.bundle,
                     state.created,
                     state.owner,

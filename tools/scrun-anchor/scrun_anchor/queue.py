@@ -1,0 +1,87 @@
+"""A container whose job waits in Slurm's queue: what the user is told, and what `scrun
+state` and `list` show.
+
+The grant itself needs no polling (salloc's answer wakes the anchor). Only the job's state
+and reason are read, with `scontrol show job`: first after the site's `pending_notice`
+seconds (`queue_poll` when notices are off), then every `queue_poll` seconds (at least
+MIN_QUEUE_POLL: the scheduler does not move a queue faster). The container's stderr gets
+`scrun: job 171 pending (Priority)` at the first reading, a line again when the reason
+changes, and `scrun: job 171 running on n1` when it is granted, unless the site
+(pending_notice = 0) or the container (SCRUN_PENDING_NOTICES=0) turned them off.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from scrunlib import log
+from scrunlib.errors import SlurmError
+
+TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
+if TYPE_CHECKING:
+    from scrunlib.slurm import Slurm
+    from scrunlib.spool import Spool
+    from scrunlib.state import ContainerState
+
+
+class QueueWatch:
+    """Reads a queued job's state now and then, records it in the container's state, and
+    tells the container's stderr (`notice_fd`) when there is something new."""
+
+    def __init__(
+        self,
+        slurm: Slurm,
+        state: ContainerState,
+        spool: Spool,
+        *,
+        notices: bool,
+        notice_delay: float,
+        poll: float,
+    ) -> None:
+        self.slurm, self.state, self.spool = slurm, state, spool
+        self.notices = notices and notice_delay > 0
+        self.poll = poll
+        self.notice_fd = 2  # the container's stderr; its terminal when it has one
+        first = notice_delay if notice_delay > 0 else poll
+        self.next_reading = time.monotonic() + first
+        self.told: str | None = None  # the last reason the user was told
+
+    def seconds_to_next(self) -> float:
+        return max(0.0, self.next_reading - time.monotonic())
+
+    def check(self) -> None:
+        """Read the job's state if it is time to; say what changed."""
+        if time.monotonic() < self.next_reading or self.state.job_id is None:
+            return
+        self.next_reading = time.monotonic() + self.poll
+        job_id = self.state.job_id
+        try:
+            record = self.slurm.job_record(job_id)
+        except SlurmError as exc:
+            log.verbose(f"cannot read queued job {job_id}: {exc.message}")
+            return
+        job_state, job_reason = record.get("JobState", ""), record.get("Reason", "")
+        self.state.job_state = job_state or None
+        self.state.job_reason = job_reason if job_reason not in ("", "None") else None
+        self.state.save(self.spool)
+        if job_state != "PENDING" or not self.notices:
+            return
+        reason = self.state.job_reason or ""
+        if self.told is None or reason != self.told:
+            self.told = reason
+            self.say(f"scrun: job {job_id} pending" + (f" ({reason})" if reason else ""))
+
+    def granted(self, nodes: str) -> None:
+        """The job left the queue: say so if the user was told it waits."""
+        if self.told is not None:
+            where = f" on {nodes}" if nodes else ""
+            self.say(f"scrun: job {self.state.job_id} running{where}")
+
+    def say(self, line: str) -> None:
+        """One line on the container's stderr (podman and docker show it to the user; our
+        log lines go to the logs instead)."""
+        try:
+            os.write(self.notice_fd, f"{line}\n".encode(errors="backslashreplace"))
+        except OSError as exc:  # nobody reads the container's stderr any more
+            log.verbose(f"could not tell the container's stderr: {exc}")
