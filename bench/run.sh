@@ -6,7 +6,7 @@
 #      and `srun --chdir=/ --container <bundle> true` directly
 #   3. the anchor's resident memory while its container runs   (target: <= 15 MB)
 #   2b. bench/layouts.sh: the same with podman's storage on the shared dir, no scrun.lua
-#   4-7. bench/rss.sh, concurrent.sh, throughput.sh, overhead.sh (see each)
+#   4-8. bench/rss.sh, concurrent.sh, throughput.sh, overhead.sh, queue.sh (see each)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"  # the cluster's environment, without the harness's SCRUN_*
 out="$(mktemp -d)"
@@ -60,3 +60,5 @@ echo "== 6. 1 GiB of stdout through scrun against srun directly"
 bash "$here/throughput.sh"
 echo "== 7. what scrun adds to state and create"
 bash "$here/overhead.sh"
+echo "== 8. containers whose job waits in the queue"
+bash "$here/queue.sh"

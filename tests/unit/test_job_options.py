@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from scrunlib import job_options
 from scrunlib.errors import InvalidInput
 from scrunlib.job_options import (
     KINDS,
@@ -430,3 +431,17 @@ def test_unknown_variables_get_suggestions():
         "SCRUN_TIME_LIMIT": ("SCRUN_TIMELIMIT",),
         "SCRUN_WHATEVER": (),
     }
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(None, True), ("1", True), ("yes", True), ("0", False), ("off", False)]
+)
+def test_pending_notices_are_on_unless_turned_off(value, expected):
+    env = {} if value is None else {"SCRUN_PENDING_NOTICES": value}
+    assert job_options.pending_notices(env) is expected
+    assert "SCRUN_PENDING_NOTICES" not in job_options.unknown_variables(env)
+
+
+def test_a_bad_pending_notices_value_is_one_line():
+    with pytest.raises(InvalidInput, match=r"SCRUN_PENDING_NOTICES='maybe': give 1 or 0"):
+        job_options.pending_notices({"SCRUN_PENDING_NOTICES": "maybe"})

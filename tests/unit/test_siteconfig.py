@@ -56,3 +56,16 @@ def test_a_site_config_that_is_not_a_file_is_an_error(tmp_path):
     with pytest.raises(InvalidInput, match="is not a regular file"):
         siteconfig.load({"SCRUN_SITE_CONFIG": str(tmp_path)})
     assert siteconfig.load({"SCRUN_SITE_CONFIG": str(tmp_path / "none.toml")}).bin_dir is None
+
+
+def test_queue_settings_have_defaults_and_bounds(tmp_path):
+    path = tmp_path / "scrun.toml"
+    path.write_text("pending_notice = 0\nqueue_poll = 1\ncreate_wait = 2.5\n")
+    config = siteconfig.load({"SCRUN_SITE_CONFIG": str(path)})
+    assert config.pending_notice == 0  # notices off
+    assert config.queue_poll == siteconfig.MIN_QUEUE_POLL  # never faster than the scheduler
+    assert config.create_wait == 2.5
+    assert siteconfig.SiteConfig().pending_notice == 5 and siteconfig.SiteConfig().queue_poll == 30
+    path.write_text("create_wait = 0\n")
+    with pytest.raises(InvalidInput, match="create_wait must be between 0 and 1e6 seconds"):
+        siteconfig.load({"SCRUN_SITE_CONFIG": str(path)})
