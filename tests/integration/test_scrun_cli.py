@@ -583,35 +583,28 @@ def test_sigint_to_the_anchor_ends_job_and_container(cluster: Cluster, scrun: Sc
     scrun.assert_root_empty()
 
 
-def test_delete_while_the_allocation_is_pending(cluster: Cluster, scrun: Scrun) -> None:
-    """The job waits for another job (a dependency); delete must revoke it, and create
-    must fail with a message saying why, leaving nothing."""
+def test_create_returns_while_the_job_is_queued_and_delete_withdraws_it(
+    cluster: Cluster, scrun: Scrun
+) -> None:
+    """The job waits for another job (a dependency): create returns at once, the state
+    says why it waits, delete withdraws the job, leaving nothing."""
     blocker = cluster.run(["salloc", "--no-shell", "-J", "scrun-blocker"])
     blocker_id = int(re.findall(r"allocation (\d+)", blocker.stderr)[0])
     try:
         bundle = make_bundle(cluster, scrun.tmp / "bundle-pending", ["true"])
         (scrun.tmp / "io").mkdir(exist_ok=True)
-        with (scrun.tmp / "io" / "pending.err").open("w") as err:
-            create = subprocess.Popen(
+        with (scrun.tmp / "io" / "pending.err").open("w") as err:  # the anchor keeps it
+            created = subprocess.run(
                 [SCRUN, "--root", str(scrun.root), "create", "--bundle", str(bundle), "pending"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, timeout=30,
                 env={**cluster.env, "SCRUN_DEPENDENCY": f"afterany:{blocker_id}"},
             )  # fmt: skip
-            wait_for(
-                "creating",
-                lambda: '"creating"' in scrun("state", "pending").stdout,
-                10,
-                str,
-            )
-            wait_for(
-                "a pending job of ours",
-                lambda: "PENDING" in cluster.run(["squeue", "-h", "-o", "%T %k"]).stdout,
-                10,
-                str,
-            )
-            assert scrun("delete", "pending", timeout=60).returncode == 0
-            assert create.wait(timeout=30) != 0
-        assert "cancelled" in (scrun.tmp / "io" / "pending.err").read_text()
+        assert created.returncode == 0, (scrun.tmp / "io" / "pending.err").read_text()
+        state = json.loads(scrun("state", "pending").stdout)
+        assert (state["status"], state["jobState"]) == ("created", "PENDING")
+        queue = cluster.run(["squeue", "-h", "-o", "%i %T %k"]).stdout
+        assert f"{state['jobId']} PENDING {job_tag('pending')}" in queue
+        assert scrun("delete", "pending", timeout=60).returncode == 0
         scrun.assert_root_empty()
         queue = cluster.run(["squeue", "-h", "-o", "%k"]).stdout
         assert job_tag("pending") not in queue.split()
