@@ -229,10 +229,14 @@ def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:
     return argv
 
 
+# the name of `scrun exec`'s steps
+EXEC_STEP_NAME = "scrun-exec"
+
+
 def exec_argv(srun: str, job_id: int, node: str, command: str, *, pty: bool) -> list[str]:
     """`scrun exec`: one task on `node`, beside the container's step (--overlap), running
     `command` (the node's OCI runtime entering the container) under /bin/sh."""
-    argv = [srun, "--jobid", str(job_id), "--job-name", "scrun-exec", "--quiet", "--overlap"]
+    argv = [srun, "--jobid", str(job_id), "--job-name", EXEC_STEP_NAME, "--quiet", "--overlap"]
     argv += ["--nodes=1", "--ntasks=1", f"--nodelist={node}", f"--chdir={NODE_CWD}"]
     if pty:
         argv.append("--pty")
@@ -555,15 +559,15 @@ class Slurm:
         if code != 0 and "already completed" not in text and "Invalid job id" not in text:
             raise SlurmError(f"scancel {job_id} failed: {last_line(text)}")
 
-    def step_ids(self, job_id: int, step_name: str) -> list[int]:
-        """Ids of the job's running steps named `step_name`."""
+    def step_ids(self, job_id: int, *step_names: str) -> list[int]:
+        """Ids of the job's running steps named any of `step_names`."""
         argv = [self.path("squeue"), "-h", "-s", "-j", str(job_id), "-o", "%i %j"]
         code, out, _ = self.run_direct(argv)
         steps = []
         for line in out.splitlines() if code == 0 else []:
             step, _, name = line.strip().partition(" ")
             _, _, number = step.partition(".")
-            if name == step_name and number.isdigit():
+            if name in step_names and number.isdigit():
                 steps.append(int(number))
         return steps
 
