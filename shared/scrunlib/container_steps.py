@@ -67,7 +67,9 @@ def ps_argv(
 ) -> list[str]:
     assert state.job_id is not None
     script = ps_script(slurm.path("scontrol"), state.job_id, steps, ps_options)
-    return remote_command_argv(slurm.path("srun"), state.job_id, script, PS_STEP_NAME)
+    return remote_command_argv(
+        slurm.path("srun"), state.job_id, script, PS_STEP_NAME, nodes=state.nodes
+    )
 
 
 def ps_table(output: str) -> str:

@@ -244,11 +244,13 @@ def exec_argv(srun: str, job_id: int, node: str, command: str, *, pty: bool) -> 
 
 
 def remote_command_argv(
-    srun: str, job_id: int, script: str, job_name: str = "lua-command"
+    srun: str, job_id: int, script: str, job_name: str = "lua-command", nodes: str | None = None
 ) -> list[str]:
     """`slurm.remote_command` (and scrunlib.nodecheck's check): the script on every node
-    of the job, one task each, in NODE_CWD (scrun's own cwd is this host's)."""
-    return [
+    of the job, one task each, in NODE_CWD (scrun's own cwd is this host's). `nodes`: the
+    job's node list, which srun needs for that when its environment is not the job's (it
+    then runs one task on the first node only)."""
+    argv = [
         srun,
         "--jobid",
         str(job_id),
@@ -258,11 +260,10 @@ def remote_command_argv(
         "--ntasks-per-node=1",
         "--overlap",
         f"--chdir={NODE_CWD}",
-        "--",
-        "/bin/sh",
-        "-c",
-        script,
     ]
+    if nodes:
+        argv.append(f"--nodelist={nodes}")
+    return [*argv, "--", "/bin/sh", "-c", script]
 
 
 # What salloc runs for the container's life (salloc ends the job with its exit status):

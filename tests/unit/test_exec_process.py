@@ -32,8 +32,9 @@ def test_process_from_podmans_process_json(tmp_path):
     )
     process = exec_process.load_process(str(path))
     assert process.args == ("sh", "-c", "echo $A")
+    assert process.terminal  # given by `srun --pty`, not by the runtime's --tty
     assert process.runtime_options() == [
-        "--tty", "--cwd", "/work", "--env", "PATH=/bin", "--env", "A=b c", "--user", "1000:100"
+        "--cwd", "/work", "--env", "PATH=/bin", "--env", "A=b c", "--user", "1000:100"
     ]  # fmt: skip
 
 
