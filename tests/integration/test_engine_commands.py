@@ -195,6 +195,38 @@ def test_commit_of_a_running_container_pauses_it_for_the_copy(
         podman("rmi", "-f", image)
 
 
+def test_stats_of_the_container_are_slurms(
+    cluster: Cluster, podman: Podman, podman_container: Callable[..., tuple[str, str]]
+) -> None:
+    """`podman stats` reads the anchor's cgroup on this host (the table says so); the
+    container's usage is its step's, which sstat reports from the node."""
+    _, cid = podman_container()
+    job = json.loads(scrun(cluster, "state", cid).stdout)["jobId"]
+
+    def step_usage() -> str:
+        done = cluster.run(["sstat", "-n", "-P", "-j", f"{job}.0", "-o", "JobID,MaxRSS,AveCPU"])
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    usage = wait_for("the step's usage in sstat", step_usage, 60)
+    assert usage.split("|")[0] == f"{job}.0", usage
+
+
+def test_checkpoint_is_refused_and_the_container_runs_on(
+    cluster: Cluster,
+    podman: Podman,
+    docker: Docker,
+    podman_container: Callable[..., tuple[str, str]],
+) -> None:
+    name, cid = podman_container(program="exec sleep 300")
+    done = podman("--runtime", "scrun", "container", "checkpoint", name)
+    assert done.returncode != 0
+    assert podman("inspect", "-f", "{{.State.Status}}", name).stdout.strip() == "running"
+    refused = scrun(cluster, "checkpoint", cid)
+    assert refused.returncode == 1
+    assert "does not support 'checkpoint'" in one_line(refused.stderr)
+    assert docker("checkpoint", "create", "no-such-container", "c1").returncode != 0
+
+
 # ----------------------------------------------------------------------------- docker
 
 

@@ -2,6 +2,7 @@
 the srun line, and the refusals that need no Slurm."""
 
 import json
+import os
 import shlex
 
 import pytest
@@ -144,3 +145,32 @@ def test_command_words_may_look_like_options(root, capsys):
     """Options end at the container id: `-c` belongs to sh."""
     assert main(["exec", "--env", "A=1", "never", "sh", "-c", "true"]) == 1
     assert "container 'never' does not exist" in capsys.readouterr().err
+
+
+def test_a_terminal_process_starts_once_the_engine_has_sized_its_terminal():
+    """The engine sizes the terminal after `exec` has returned (docker's shim): the process
+    starts then, and sees that size, not the new pty's 0x0."""
+    import fcntl
+    import struct
+    import termios
+    import time
+
+    from scrunlib import procio
+
+    master, slave = os.openpty()
+    pid = procio.start_on_terminal(["/bin/sh", "-c", "stty size"], dict(os.environ), slave)
+    os.close(slave)
+    time.sleep(0.3)  # the caller returned long ago: the process waits
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 21, 77, 0, 0))
+    output = b""
+    while True:
+        try:
+            chunk = os.read(master, 1024)
+        except OSError:  # EIO: the process has ended
+            break
+        if not chunk:
+            break
+        output += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(master)
+    assert (os.waitstatus_to_exitcode(status), output) == (0, b"21 77\r\n")
