@@ -11,7 +11,7 @@ from scrunlib.errors import ScrunError, reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
     from typing import Any
 
 
@@ -40,48 +40,23 @@ def send_console(console_socket: str) -> int:
     return slave
 
 
-# Seconds a process with a terminal waits, before its srun starts, for the engine to set
-# the terminal's window size (see start_on_terminal).
-SIZE_WAIT = 2.0
+# Run before `srun --pty` on a new terminal: wait (2 s at most) while the terminal has no
+# size yet, then become srun ("$@").
+_WHEN_SIZED = (
+    'i=0; while [ "$(stty size 2>/dev/null)" = "0 0" ] && [ $i -lt 100 ]; '
+    'do i=$((i+1)); sleep 0.02; done; exec "$@"'
+)
 
 
-def start_on_terminal(argv: Sequence[str], env: Mapping[str, str], pty_slave: int) -> int:
-    """Start `argv` (an `srun --pty`) with `pty_slave` as its controlling terminal and stdio,
-    once the engine has given that terminal its window size (SIZE_WAIT s at most); return
-    its pid at once.
+def when_sized(argv: Sequence[str]) -> list[str]:
+    """`argv` (an `srun --pty` on the console socket's pty), started once the engine has
+    given that terminal its window size: same pid, no wait for the caller.
 
     srun's pty thread gives up on its terminal for good ("pty: accept failure: Interrupted
     system call": no window size and no resize reach the step) when a SIGWINCH arrives
     before slurmstepd has connected back to it, which is just when an engine sets the size
-    of a new terminal: docker's shim does it once `exec` has returned, so the wait is the
-    child's, before it becomes srun, and the caller does not wait for it."""
-    import fcntl
-    import struct
-    import termios
-    import time
-
-    pid = os.fork()
-    if pid != 0:
-        return pid
-    try:  # the child: only os-level calls, then exec or _exit
-        os.setsid()
-        fcntl.ioctl(pty_slave, termios.TIOCSCTTY, 0)
-        for fd in (0, 1, 2):
-            os.dup2(pty_slave, fd)
-        if pty_slave > 2:
-            os.close(pty_slave)
-        empty = struct.pack("HHHH", 0, 0, 0, 0)
-        deadline = time.monotonic() + SIZE_WAIT
-        while time.monotonic() < deadline:
-            size = fcntl.ioctl(0, termios.TIOCGWINSZ, empty)
-            if size[:4] != empty[:4]:
-                break
-            time.sleep(0.02)
-        os.execvpe(argv[0], list(argv), dict(env))
-    except OSError as exc:
-        os.write(2, f"scrun: error: cannot run {argv[0]}: {reason(exc)}\r\n".encode())
-    finally:  # nothing may return from the child
-        os._exit(127)
+    of a new terminal; docker's shim does it only once `exec` or `start` has returned."""
+    return ["/bin/sh", "-c", _WHEN_SIZED, "sh", *argv]
 
 
 def srun_stdio(pty_slave: int | None) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """The engine commands beyond run/exec/stop that reach the runtime (docs/engine-commands.md):
 `pause`/`unpause` (scrun pause/resume: the container's steps frozen on their nodes),
 `top` (scrun ps: the processes on the nodes, never this host's), `update` (a time limit,
-nothing else), `commit` of a running container, `exec -it` under docker, for root podman,
-docker and rootless podman."""
+nothing else), `commit` of a running container, `checkpoint` refused, `run -it` and docker's
+`exec -it` (podman's is in test_exec.py), for root podman, docker and rootless podman."""
 
 from __future__ import annotations
 
@@ -163,6 +163,13 @@ def test_podman_top_with_ps_options_runs_ps_in_the_container(
     assert done.stdout.split("\n")[1].split() == ["1", "sleep", "300"], done.stdout
 
 
+def test_podman_run_with_a_terminal_sees_its_size_and_its_changes(
+    cluster: Cluster, no_leftovers: Callable[..., None]
+) -> None:
+    argv = ["podman", "--runtime", "scrun", "run", "--rm", "-it", IMAGE]
+    assert_terminal_session(argv, cluster.env)
+
+
 def test_update_sets_a_time_limit_and_refuses_the_rest(
     cluster: Cluster, podman: Podman, podman_container: Callable[..., tuple[str, str]]
 ) -> None:
@@ -278,6 +285,14 @@ def test_docker_exec_with_a_terminal_sees_its_size_and_its_changes(
 ) -> None:
     name, _ = docker_container(program="exec sleep 300")
     argv = ["/usr/bin/docker", "--host", docker.host, "exec", "-it", name]
+    assert_terminal_session(argv, docker.env)
+
+
+def test_docker_run_with_a_terminal_sees_its_size_and_its_changes(
+    docker: Docker, no_leftovers: Callable[..., None]
+) -> None:
+    argv = ["/usr/bin/docker", "--host", docker.host, "run", "--runtime", "scrun",
+            "--network", "none", "--rm", "-it", IMAGE]  # fmt: skip
     assert_terminal_session(argv, docker.env)
 
 

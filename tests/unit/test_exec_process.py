@@ -152,15 +152,19 @@ def test_a_terminal_process_starts_once_the_engine_has_sized_its_terminal():
     starts then, and sees that size, not the new pty's 0x0."""
     import fcntl
     import struct
+    import subprocess
     import termios
     import time
 
     from scrunlib import procio
 
     master, slave = os.openpty()
-    pid = procio.start_on_terminal(["/bin/sh", "-c", "stty size"], dict(os.environ), slave)
+    argv = procio.when_sized(["/bin/sh", "-c", "stty size"])
+    started = time.monotonic()
+    child = subprocess.Popen(argv, **procio.srun_stdio(slave))
+    assert time.monotonic() - started < 0.5  # the caller does not wait
     os.close(slave)
-    time.sleep(0.3)  # the caller returned long ago: the process waits
+    time.sleep(0.3)
     fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 21, 77, 0, 0))
     output = b""
     while True:
@@ -171,6 +175,5 @@ def test_a_terminal_process_starts_once_the_engine_has_sized_its_terminal():
         if not chunk:
             break
         output += chunk
-    _, status = os.waitpid(pid, 0)
+    assert (child.wait(), output) == (0, b"21 77\r\n")
     os.close(master)
-    assert (os.waitstatus_to_exitcode(status), output) == (0, b"21 77\r\n")

@@ -17,7 +17,7 @@ from scrunlib.errors import InvalidInput, StateError, UsageError
 from scrunlib.files import write_atomically
 from scrunlib.options import Opt, parse, usage_text
 from scrunlib.state import ContainerState, Status, shell_exit_code
-from scrunlib.userns import as_real_user, real_ids
+from scrunlib.userns import real_ids
 
 from scrun_cli.context import CommandContext
 
@@ -111,16 +111,15 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
         },
     )
     srun = exec_argv(slurm.path("srun"), state.job_id, node, command_line, pty=process.terminal)
+    pty_slave = procio.send_console(str(console_socket)) if console_socket else None
+    if pty_slave is not None:
+        srun = procio.when_sized(srun)
     env = {"SLURM_CONF": ctx.slurm_conf, "PATH": "/usr/local/bin:/usr/bin:/bin"}
-    if console_socket:
-        pty_slave = procio.send_console(str(console_socket))
-        pid = procio.start_on_terminal(as_real_user(srun), env, pty_slave)
+    step = slurm.popen(srun, env, **procio.srun_stdio(pty_slave))
+    if pty_slave is not None:
         os.close(pty_slave)
-    else:
-        pid = slurm.popen(srun, env, **procio.srun_stdio(None)).pid
     if values.get("pid-file"):
-        write_atomically(os.path.abspath(str(values["pid-file"])), str(pid))
+        write_atomically(os.path.abspath(str(values["pid-file"])), str(step.pid))
     if values.get("detach"):
         return 0
-    _, wait_status = os.waitpid(pid, 0)
-    return shell_exit_code(os.waitstatus_to_exitcode(wait_status))
+    return shell_exit_code(step.wait())
