@@ -310,6 +310,12 @@ def test_rootless_pause_and_ps(cluster: Cluster) -> None:
     cid = started.stdout.strip()
     scrun_as = f"{SCRUN} --root {person.root}"
     try:
+        # once crun's setup (newuidmap, setuid root) is over and the program runs
+        wait_for(
+            "the program on its node",
+            lambda: "while :" in person.sh(f"{scrun_as} ps {cid} -o args").stdout,
+            30,
+        )
         paused = person.sh(f"{scrun_as} pause {cid}")
         assert (paused.returncode, paused.stderr) == (0, ""), paused.stderr
         state = json.loads(person.sh(f"{scrun_as} state {cid}").stdout)
