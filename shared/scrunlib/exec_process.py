@@ -6,7 +6,7 @@ oci.conf has no exec hook, so the node-side command comes from the site configur
 
     exec_command = "crun --rootless=true --root=/run/user/$(id -u)/crun exec %o %n.%u.%j.%s.%t"
 
-%o: the exec options (--tty, --cwd, --env, --user, shell-quoted), %n: node name, %u: user
+%o: the exec options (--cwd, --env, --user, shell-quoted), %n: node name, %u: user
 name, %U: user id, %j: job id, %s: step id, %t: task id (0), %Z: the step's working
 directory (Slurm 26.05's oci.conf pattern; scrun runs every container step with --chdir=/),
 %%: a percent sign. The command and its arguments are appended, shell-quoted; the whole
@@ -17,6 +17,12 @@ most) until `<runtime> state <name>` finds the container: slurmstepd creates it 
 after the step starts.
 Without `exec_command`, one is derived from oci.conf's RunTimeQuery (`<runtime> state
 <name>` becomes `<runtime> exec %o <name>`): runc and crun take the same exec options.
+
+A process with a terminal gets the step's (`srun --pty`) as its stdio, never one of the
+runtime's own (no --tty in %o): `crun exec --tty` makes a second pty that never learns a
+new window size, so the process would keep the size it started with; on the step's pty
+slurmstepd applies every resize srun forwards. (Inside the container `tty` cannot name
+that terminal, whose device is the node's; isatty, stty and /dev/tty work.)
 """
 
 from __future__ import annotations
@@ -69,8 +75,9 @@ class ExecProcess:
         self.user, self.terminal = user, terminal
 
     def runtime_options(self) -> list[str]:
-        """The options runc and crun `exec` both take for this process."""
-        options = ["--tty"] if self.terminal else []
+        """The options runc and crun `exec` both take for this process (a terminal is the
+        step's: see the module docstring)."""
+        options = []
         if self.cwd:
             options += ["--cwd", self.cwd]
         for entry in self.env:

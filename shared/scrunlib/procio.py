@@ -11,6 +11,7 @@ from scrunlib.errors import ScrunError, reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 
@@ -37,6 +38,25 @@ def send_console(console_socket: str) -> int:
     finally:
         os.close(master)
     return slave
+
+
+# Run before `srun --pty` on a new terminal: wait (2 s at most) while the terminal has no
+# size yet, then become srun ("$@").
+_WHEN_SIZED = (
+    'i=0; while [ "$(stty size 2>/dev/null)" = "0 0" ] && [ $i -lt 100 ]; '
+    'do i=$((i+1)); sleep 0.02; done; exec "$@"'
+)
+
+
+def when_sized(argv: Sequence[str]) -> list[str]:
+    """`argv` (an `srun --pty` on the console socket's pty), started once the engine has
+    given that terminal its window size: same pid, no wait for the caller.
+
+    srun's pty thread gives up on its terminal for good ("pty: accept failure: Interrupted
+    system call": no window size and no resize reach the step) when a SIGWINCH arrives
+    before slurmstepd has connected back to it, which is just when an engine sets the size
+    of a new terminal; docker's shim does it only once `exec` or `start` has returned."""
+    return ["/bin/sh", "-c", _WHEN_SIZED, "sh", *argv]
 
 
 def srun_stdio(pty_slave: int | None) -> dict[str, Any]:

@@ -7,10 +7,20 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the type checker knows these by their public home
-    from signal import SIGINT, SIGKILL, SIGPIPE, SIGRTMAX, SIGTERM, SIGXFSZ
+    from signal import SIGCONT, SIGINT, SIGKILL, SIGPIPE, SIGRTMAX, SIGSTOP, SIGTERM, SIGXFSZ
     from signal import signal as set_handler
 else:
-    from _signal import SIGINT, SIGKILL, SIGPIPE, SIGRTMAX, SIGTERM, SIGXFSZ
+    from _signal import SIGCONT, SIGINT, SIGKILL, SIGPIPE, SIGRTMAX, SIGSTOP, SIGTERM, SIGXFSZ
     from _signal import signal as set_handler
 
-__all__ = ["SIGINT", "SIGKILL", "SIGPIPE", "SIGRTMAX", "SIGTERM", "SIGXFSZ", "set_handler"]
+__all__ = [
+    "SIGCONT",
+    "SIGINT",
+    "SIGKILL",
+    "SIGPIPE",
+    "SIGRTMAX",
+    "SIGSTOP",
+    "SIGTERM",
+    "SIGXFSZ",
+    "set_handler",
+]

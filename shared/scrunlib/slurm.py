@@ -230,10 +230,14 @@ def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:
     return argv
 
 
+# the name of `scrun exec`'s steps
+EXEC_STEP_NAME = "scrun-exec"
+
+
 def exec_argv(srun: str, job_id: int, node: str, command: str, *, pty: bool) -> list[str]:
     """`scrun exec`: one task on `node`, beside the container's step (--overlap), running
     `command` (the node's OCI runtime entering the container) under /bin/sh."""
-    argv = [srun, "--jobid", str(job_id), "--job-name", "scrun-exec", "--quiet", "--overlap"]
+    argv = [srun, "--jobid", str(job_id), "--job-name", EXEC_STEP_NAME, "--quiet", "--overlap"]
     argv += ["--nodes=1", "--ntasks=1", f"--nodelist={node}", f"--chdir={NODE_CWD}"]
     if pty:
         argv.append("--pty")
@@ -241,11 +245,13 @@ def exec_argv(srun: str, job_id: int, node: str, command: str, *, pty: bool) -> 
 
 
 def remote_command_argv(
-    srun: str, job_id: int, script: str, job_name: str = "lua-command"
+    srun: str, job_id: int, script: str, job_name: str = "lua-command", nodes: str | None = None
 ) -> list[str]:
     """`slurm.remote_command` (and scrunlib.nodecheck's check): the script on every node
-    of the job, one task each, in NODE_CWD (scrun's own cwd is this host's)."""
-    return [
+    of the job, one task each, in NODE_CWD (scrun's own cwd is this host's). `nodes`: the
+    job's node list, which srun needs for that when its environment is not the job's (it
+    then runs one task on the first node only)."""
+    argv = [
         srun,
         "--jobid",
         str(job_id),
@@ -255,11 +261,10 @@ def remote_command_argv(
         "--ntasks-per-node=1",
         "--overlap",
         f"--chdir={NODE_CWD}",
-        "--",
-        "/bin/sh",
-        "-c",
-        script,
     ]
+    if nodes:
+        argv.append(f"--nodelist={nodes}")
+    return [*argv, "--", "/bin/sh", "-c", script]
 
 
 # What salloc runs for the container's life (salloc ends the job with its exit status):
@@ -616,15 +621,15 @@ class Slurm:
         if code != 0 and "already completed" not in text and "Invalid job id" not in text:
             raise SlurmError(f"scancel {job_id} failed: {last_line(text)}")
 
-    def step_ids(self, job_id: int, step_name: str) -> list[int]:
-        """Ids of the job's running steps named `step_name`."""
+    def step_ids(self, job_id: int, *step_names: str) -> list[int]:
+        """Ids of the job's running steps named any of `step_names`."""
         argv = [self.path("squeue"), "-h", "-s", "-j", str(job_id), "-o", "%i %j"]
         code, out, _ = self.run_direct(argv)
         steps = []
         for line in out.splitlines() if code == 0 else []:
             step, _, name = line.strip().partition(" ")
             _, _, number = step.partition(".")
-            if name == step_name and number.isdigit():
+            if name in step_names and number.isdigit():
                 steps.append(int(number))
         return steps
 

@@ -7,6 +7,7 @@ Layout of `<root>/<container dir>/`:
   bundle/        the bundle slurmd runs (config.json + a `rootfs` link), when the given one
                  will not do as it is (scrunlib.bundle.runnable_by_slurm)
   stage.json     what scrun.lua's stage-out needs, from stage-in until stage-out has run
+  paused         present while `scrun pause` has the container's steps frozen
 
 The root also holds per-user caches (scrunlib.filecache), dot files that no container id
 can name: `.slurm-version` (srun's version) and `.site-config` (the parsed site file).
@@ -39,6 +40,7 @@ _MAX_SOCKET_PATH = 100
 
 
 SITE_CONFIG_CACHE = ".site-config"
+PAUSED_MARKER = "paused"
 SLURM_VERSION_CACHE = ".slurm-version"
 
 
@@ -108,6 +110,10 @@ class Spool:
     @property
     def stage_file(self) -> str:
         return os.path.join(self.path, "stage.json")
+
+    @property
+    def paused_file(self) -> str:
+        return os.path.join(self.path, PAUSED_MARKER)
 
     def create(self) -> None:
         """Make the directory (0700), failing if the id is already in use."""

@@ -1,11 +1,15 @@
 """Container state: an explicit state machine, persisted atomically in the spool directory.
 
-    creating ──> created ──> running ──> stopped
-        └───────────┴────────────────────────^
+    creating ──> created ──> running <──> paused
+        │           │           │            │
+        └───────────┴───────────┴────────────┴──> stopped
 
-Only the anchor writes state (and `create` its first version); every other command reads
-it. Because it is on disk, not only in the anchor's memory, `state` and `delete` work after
-the anchor has exited, and `state` reports the real exit code and job id until `delete`.
+Only the anchor writes state.json (and `create` its first version); every other command
+reads it. Because it is on disk, not only in the anchor's memory, `state` and `delete` work
+after the anchor has exited, and `state` reports the real exit code and job id until
+`delete`. `paused` is the one status the anchor does not record: `scrun pause` freezes the
+container's steps and leaves a marker file beside state.json, `scrun resume` removes it, so
+no command but the anchor ever rewrites state.json.
 
 This module is on the hot path (`scrun state`): a plain class, no dataclasses or typing,
 statuses as plain strings (enum costs ~2 ms to import), JSON through scrunlib.leanjson.
@@ -13,12 +17,13 @@ statuses as plain strings (enum costs ~2 ms to import), JSON through scrunlib.le
 
 from __future__ import annotations
 
+import os
 import time
 
 from scrunlib import leanjson
 from scrunlib.errors import ContainerNotFound, ScrunError, StateError, reason
 from scrunlib.files import write_atomically
-from scrunlib.spool import Spool
+from scrunlib.spool import PAUSED_MARKER, Spool
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,13 +36,15 @@ class Status:
     CREATING = "creating"
     CREATED = "created"
     RUNNING = "running"
+    PAUSED = "paused"
     STOPPED = "stopped"
 
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     Status.CREATING: frozenset({Status.CREATED, Status.STOPPED}),
     Status.CREATED: frozenset({Status.RUNNING, Status.STOPPED}),
-    Status.RUNNING: frozenset({Status.STOPPED}),
+    Status.RUNNING: frozenset({Status.PAUSED, Status.STOPPED}),
+    Status.PAUSED: frozenset({Status.RUNNING, Status.STOPPED}),
     Status.STOPPED: frozenset(),
 }
 
@@ -119,10 +126,13 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
+_IDENTITY = ("id", "bundle", "rootfs")
+
+
 class ContainerState:
     """Everything scrun remembers about one container."""
 
-    __slots__ = ("bundle", "id", "rootfs", *_DEFAULTS)
+    __slots__ = ("bundle", "id", "paused", "rootfs", *_DEFAULTS)
     id: str
     bundle: str
     rootfs: str
@@ -147,12 +157,14 @@ class ContainerState:
     exit_code: int | None
     error: str | None
     phases: dict[str, float]
+    paused: bool  # the pause marker is there (not in state.json: see the module docstring)
 
     def __init__(self, id: str, bundle: str, rootfs: str, **values: Any) -> None:
         unknown = set(values) - set(_DEFAULTS)
         if unknown:
             raise TypeError(f"unknown state fields: {', '.join(sorted(unknown))}")
         self.id, self.bundle, self.rootfs = id, bundle, rootfs
+        self.paused = False
         for name, default in _DEFAULTS.items():
             value = (
                 values[name] if name in values else (default() if callable(default) else default)
@@ -162,7 +174,7 @@ class ContainerState:
             raise ValueError(f"unknown status {self.status!r}")
 
     def as_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in ("id", "bundle", "rootfs", *_DEFAULTS)}
+        return {name: getattr(self, name) for name in (*_IDENTITY, *_DEFAULTS)}
 
     def transition(self, status: str) -> None:
         """Move forward along the state machine; anything else is a bug or a race."""
@@ -180,9 +192,12 @@ class ContainerState:
     def effective_status(self) -> str:
         """What the container really is: an anchor that died without recording the end
         (killed with SIGKILL, say) means the container has stopped. No anchor pid yet
-        means `create` is still starting it."""
+        means `create` is still starting it. A running container with the pause marker is
+        paused."""
         if self.status != Status.STOPPED and self.anchor_pid and not self.anchor_alive():
             return Status.STOPPED
+        if self.status == Status.RUNNING and self.paused:
+            return Status.PAUSED
         return self.status
 
     def oci_state(self) -> dict[str, Any]:
@@ -222,11 +237,15 @@ class ContainerState:
 
     @classmethod
     def load_file(cls, path: str, container_id: str) -> ContainerState:
-        """The state in `path`; `container_id` names the container in errors."""
+        """The state in `path` (and the pause marker beside it); `container_id` names the
+        container in errors."""
         try:
             with open(path, encoding="utf-8") as stream:
                 data = leanjson.loads(stream.read())
-            return cls(**{k: v for k, v in data.items() if k in cls.__slots__})
+            state = cls(**{k: v for k, v in data.items() if k in _DEFAULTS or k in _IDENTITY})
+            if state.status == Status.RUNNING:
+                state.paused = os.path.exists(os.path.join(os.path.dirname(path), PAUSED_MARKER))
+            return state
         except FileNotFoundError:
             raise ContainerNotFound(container_id) from None
         except (OSError, ValueError, TypeError) as exc:

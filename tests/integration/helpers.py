@@ -72,6 +72,74 @@ def type_into_terminal(
     return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
 
 
+def set_window_size(terminal: int, rows: int, columns: int) -> None:
+    """What a terminal emulator does when its window changes: the kernel then signals
+    SIGWINCH to the terminal's foreground process group."""
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+
+
+def session_on_terminal(
+    argv: list[str],
+    env: dict[str, str],
+    size: tuple[int, int],
+    until: bytes,
+    typed: bytes,
+    resize: tuple[int, int] | None = None,
+    timeout: float = 60.0,
+) -> tuple[int, bytes]:
+    """Run `argv` on a new pty of `size` (rows, columns), set before it starts; once it
+    shows `until`, change the window to `resize` (if given) and type `typed`. Returns its
+    exit code and all it showed, as bytes (a stray byte must be seen)."""
+    import pty
+
+    master, slave = pty.openpty()
+    set_window_size(slave, *size)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child: the pty becomes its controlling terminal
+        os.close(master)
+        os.login_tty(slave)
+        os.execvpe(argv[0], argv, env)
+    os.close(slave)
+    try:
+        output = read_terminal(master, until=until, timeout=timeout)
+        if resize is not None:
+            set_window_size(master, *resize)
+        os.write(master, typed)
+        output += read_terminal(master, until=None, timeout=timeout)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(master)
+    return os.waitstatus_to_exitcode(status), output
+
+
+# In the container under `exec -it`: its terminal's size, then (once a line is typed) the
+# size after the window changed to 40x120, waited for (the change travels engine → conmon
+# or shim → our pty → srun → slurmstepd's pty) at most 10 s.
+TERMINAL_PROGRAM = (
+    "[ -t 0 ] && echo terminal; stty size; read x; i=0; "
+    'while [ "$(stty size)" != "40 120" ] && [ $i -lt 100 ]; do i=$((i+1)); sleep 0.1; done; '
+    "echo got $x; stty size; exit 5"
+)
+
+
+def assert_terminal_session(argv: list[str], env: dict[str, str]) -> None:
+    """`argv` (an engine's `exec -it`) runs TERMINAL_PROGRAM on a 33x101 terminal that
+    becomes 40x120: the process has a terminal, sees both sizes and the typed line, no
+    stray byte comes first, and the exit code returns."""
+    code, shown = session_on_terminal(
+        [*argv, "sh", "-c", TERMINAL_PROGRAM], env, (33, 101), b"33 101", b"typed\r", (40, 120)
+    )
+    text = shown.decode(errors="replace")
+    assert code == 5, text
+    assert shown.startswith(b"terminal\r\n33 101\r\n"), shown  # nothing before, no NUL
+    assert b"\0" not in shown, shown
+    assert "got typed\r\n40 120\r\n" in text, text
+
+
 def cmdline(pid: int | str) -> list[str] | None:
     """A process's argv; None when it is gone (or a kernel thread)."""
     try:

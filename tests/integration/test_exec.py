@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from helpers import type_into_terminal, wait_for
+from helpers import assert_terminal_session, session_on_terminal, wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman
@@ -79,14 +79,25 @@ def test_exec_runs_in_the_container_with_env_cwd_user_and_exit_code(
     wait_for("no exec step left", lambda: not steps_of(cluster, "scrun-exec"), 15)
 
 
-def test_exec_with_a_terminal(cluster: Cluster, running: Callable[..., str]) -> None:
+def test_exec_with_a_terminal_sees_its_size_and_its_changes(
+    cluster: Cluster, running: Callable[..., str]
+) -> None:
+    name = running()
+    assert_terminal_session(["podman", "--runtime", "scrun", "exec", "-it", name], cluster.env)
+
+
+def test_exec_with_a_terminal_ends_with_ctrl_d(
+    cluster: Cluster, running: Callable[..., str]
+) -> None:
+    """Ctrl-D is the end of the input, as on any terminal."""
     name = running()
     argv = ["podman", "--runtime", "scrun", "exec", "-it", name]
-    code, text = type_into_terminal(
-        [*argv, "sh", "-c", "tty; read x; echo got $x; exit 5"], cluster.env, b"typed\r"
+    program = "echo ready; cat; echo end of input $?"
+    code, shown = session_on_terminal(
+        [*argv, "sh", "-c", program], cluster.env, (24, 80), b"ready", b"line\r\x04"
     )
-    assert code == 5, text
-    assert re.search(r"/dev/pts/[0-9]+", text) and "got typed" in text, text
+    assert code == 0, shown
+    assert b"line\r\n" in shown and shown.endswith(b"end of input 0\r\n"), shown
 
 
 def test_exec_reaches_the_node_of_task_0(

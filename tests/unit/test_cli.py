@@ -174,9 +174,12 @@ def test_create_with_bad_bundle_leaves_nothing(root, tmp_path, capsys):
     assert not (root / "c1").exists()
 
 
-def test_runc_commands_scrun_does_not_have_say_so(root, capsys):
-    assert main(["pause", "x"]) == 1
-    assert "does not support 'pause'" in one_error_line(capsys)
+@pytest.mark.parametrize("command", ["checkpoint", "restore"])
+def test_runc_commands_scrun_does_not_have_say_so(root, capsys, command):
+    assert main([command, "x"]) == 1
+    assert f"does not support {command!r}: a Slurm job step cannot be checkpointed" in (
+        one_error_line(capsys)
+    )
 
 
 def test_errors_never_say_no_such_file(root, tmp_path, capsys):

@@ -2,6 +2,7 @@
 the srun line, and the refusals that need no Slurm."""
 
 import json
+import os
 import shlex
 
 import pytest
@@ -32,8 +33,9 @@ def test_process_from_podmans_process_json(tmp_path):
     )
     process = exec_process.load_process(str(path))
     assert process.args == ("sh", "-c", "echo $A")
+    assert process.terminal  # given by `srun --pty`, not by the runtime's --tty
     assert process.runtime_options() == [
-        "--tty", "--cwd", "/work", "--env", "PATH=/bin", "--env", "A=b c", "--user", "1000:100"
+        "--cwd", "/work", "--env", "PATH=/bin", "--env", "A=b c", "--user", "1000:100"
     ]  # fmt: skip
 
 
@@ -143,3 +145,35 @@ def test_command_words_may_look_like_options(root, capsys):
     """Options end at the container id: `-c` belongs to sh."""
     assert main(["exec", "--env", "A=1", "never", "sh", "-c", "true"]) == 1
     assert "container 'never' does not exist" in capsys.readouterr().err
+
+
+def test_a_terminal_process_starts_once_the_engine_has_sized_its_terminal():
+    """The engine sizes the terminal after `exec` has returned (docker's shim): the process
+    starts then, and sees that size, not the new pty's 0x0."""
+    import fcntl
+    import struct
+    import subprocess
+    import termios
+    import time
+
+    from scrunlib import procio
+
+    master, slave = os.openpty()
+    argv = procio.when_sized(["/bin/sh", "-c", "stty size"])
+    started = time.monotonic()
+    child = subprocess.Popen(argv, **procio.srun_stdio(slave))
+    assert time.monotonic() - started < 0.5  # the caller does not wait
+    os.close(slave)
+    time.sleep(0.3)
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 21, 77, 0, 0))
+    output = b""
+    while True:
+        try:
+            chunk = os.read(master, 1024)
+        except OSError:  # EIO: the process has ended
+            break
+        if not chunk:
+            break
+        output += chunk
+    assert (child.wait(), output) == (0, b"21 77\r\n")
+    os.close(master)

@@ -94,8 +94,8 @@ def test_features_document(root, capsys):
     assert "poststop" in features["hooks"]
     assert features["linux"]["mountExtensions"]["idmap"]["enabled"] is False
     annotations = features["annotations"]
-    assert "pause" in annotations["io.scrun.unsupported-commands"].split(",")
-    assert "exec" in annotations["io.scrun.commands"].split(",")
+    assert "checkpoint" in annotations["io.scrun.unsupported-commands"].split(",")
+    assert {"exec", "pause", "resume", "ps"} <= set(annotations["io.scrun.commands"].split(","))
     assert "features" in annotations["io.scrun.commands"].split(",")
     assert all(isinstance(value, str) for value in annotations.values())
     assert "mountOptions" not in features  # the node's runtime's: unknown to scrun

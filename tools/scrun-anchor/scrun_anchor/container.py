@@ -235,6 +235,8 @@ class Container:
             "PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
         }
         log.verbose(f"starting step: {' '.join(argv)}")
+        if self.pty_slave is not None:
+            argv = procio.when_sized(argv)
         self.step = self.slurm.popen(argv, env, **procio.srun_stdio(self.pty_slave))
         self.step_started = time.monotonic()
         if self.pty_slave is not None:

@@ -112,6 +112,8 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     )
     srun = exec_argv(slurm.path("srun"), state.job_id, node, command_line, pty=process.terminal)
     pty_slave = procio.send_console(str(console_socket)) if console_socket else None
+    if pty_slave is not None:
+        srun = procio.when_sized(srun)
     env = {"SLURM_CONF": ctx.slurm_conf, "PATH": "/usr/local/bin:/usr/bin:/bin"}
     step = slurm.popen(srun, env, **procio.srun_stdio(pty_slave))
     if pty_slave is not None:

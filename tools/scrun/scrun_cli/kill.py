@@ -1,5 +1,9 @@
 """`scrun kill [--all] ID [SIGNAL]`: signal the container's processes through Slurm.
 
+A paused container is thawed after the signal (any but SIGSTOP), so that it acts on it:
+what docker does itself, and what `podman stop` of a paused container needs to end before
+its SIGKILL.
+
 The anchor signals the step. One that does not answer within the site's `delete_timeout`
 because it cannot act (frozen, stopped, in uninterruptible sleep) is bypassed: the signal
 goes to the container's step with scancel from here.
@@ -10,7 +14,7 @@ from __future__ import annotations
 from scrunlib import log, protocol
 from scrunlib.errors import AnchorError, InvalidInput
 from scrunlib.options import Opt, one_id, parse, usage_text
-from scrunlib.signals import SIGRTMAX, SIGTERM
+from scrunlib.signals import SIGRTMAX, SIGSTOP, SIGTERM
 from scrunlib.state import ContainerState, Status, process_stuck
 
 from scrun_cli.context import CommandContext
@@ -64,6 +68,10 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
         if stuck is None or state.job_id is None:
             raise
         signal_step_directly(ctx, state, number, stuck)
+    if state.effective_status() == Status.PAUSED and number != SIGSTOP:
+        from scrun_cli.pause import set_paused
+
+        set_paused(ctx, spool, state, paused=False)
     return 0
 
 

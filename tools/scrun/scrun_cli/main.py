@@ -30,6 +30,10 @@ COMMANDS = {
     "state": "print the container's OCI state as JSON",
     "kill": "send a signal to the container's processes",
     "exec": "run another process in the running container (a step of its job)",
+    "pause": "freeze the container's processes on its nodes (its job keeps its allocation)",
+    "resume": "thaw the processes `pause` froze",
+    "ps": "list the container's processes on its nodes (ps there, with a NODE column)",
+    "update": "shorten the container's Slurm time limit (no other resource can change)",
     "delete": "end the container's job and remove everything scrun kept for it",
     "run": "create, start and wait for a container; exit with its exit code",
     "list": "list the containers under the root, with their Slurm jobs and nodes",
@@ -42,12 +46,8 @@ MODULES = {"run": "run_cmd", "exec": "exec_cmd"}
 
 # runc/crun commands a client may try: a clear "no" instead of "unknown command".
 NOT_SUPPORTED = {
-    "pause": "Slurm job steps cannot be paused through scrun",
-    "resume": "Slurm job steps cannot be paused through scrun",
-    "ps": "the container's processes run on the compute nodes (see squeue -s)",
-    "update": "a running job's resources are Slurm's to change (scontrol update)",
-    "checkpoint": "checkpointing is not supported",
-    "restore": "checkpointing is not supported",
+    "checkpoint": "a Slurm job step cannot be checkpointed through scrun",
+    "restore": "a Slurm job step cannot be checkpointed through scrun",
     "spec": "not implemented",
     "events": "not implemented",
 }

@@ -1,0 +1,95 @@
+"""What `scrun pause`, `resume` and `ps` do to a running container: act on its Slurm steps
+on the compute nodes, never on this host (where only the anchor runs).
+
+The container's processes are those of its step (found by name, as the anchor finds it)
+and, in a job of its own, of its `scrun exec` steps. Pausing is `scancel --signal=STOP` on
+each of them, resuming `--signal=CONT`: slurmstepd freezes and thaws the step's processes
+(with proctrack/cgroup, through the cgroup freezer), on every node of the step, as the
+job's user may; the job stays RUNNING in Slurm's records, its allocation still held.
+Listing runs one task per node of the job (beside the container, --overlap) that asks its
+slurmstepds for the steps' pids (`scontrol listpids`, which only works on the node) and
+shows them with that node's `ps`.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from scrunlib.errors import StateError
+from scrunlib.signals import SIGCONT, SIGSTOP
+from scrunlib.slurm import EXEC_STEP_NAME, Slurm, remote_command_argv
+from scrunlib.state import ContainerState
+
+# `ps` columns when the caller names none: who, which, how long, what
+DEFAULT_PS_OPTIONS = ("-o", "user,pid,ppid,stat,etime,time,args")
+PS_STEP_NAME = "scrun-ps"
+
+
+def container_steps(slurm: Slurm, state: ContainerState) -> list[int]:
+    """The ids of the container's running steps: its own and, in a job of its own, its
+    exec steps (in a job it joined, another container's exec steps carry the same name)."""
+    assert state.job_id is not None
+    names = (state.step_name,) if state.existing_job else (state.step_name, EXEC_STEP_NAME)
+    steps = slurm.step_ids(state.job_id, *names)
+    if not steps:
+        raise StateError(f"container {state.id!r} has no running step in job {state.job_id}")
+    return steps
+
+
+def where(state: ContainerState, steps: list[int]) -> str:
+    """`job 5 steps 5.0, 5.1 on n[1-2]`: what a command acted on, for its log line."""
+    names = ", ".join(f"{state.job_id}.{step}" for step in steps)
+    return f"job {state.job_id} step{'s' if len(steps) > 1 else ''} {names} on {state.nodes}"
+
+
+def set_frozen(slurm: Slurm, state: ContainerState, steps: list[int], frozen: bool) -> None:
+    """Freeze (SIGSTOP) or thaw (SIGCONT) the steps' processes on all their nodes."""
+    assert state.job_id is not None
+    for step in steps:
+        slurm.cancel(state.job_id, signal=SIGSTOP if frozen else SIGCONT, step_id=step)
+
+
+def ps_script(scontrol: str, job_id: int, steps: list[int], ps_options: list[str]) -> str:
+    """The node's part of `scrun ps`: the steps' pids from slurmstepd, then `ps` on them,
+    each line prefixed with the node's name and a tab. Nothing on a node without them."""
+    listings = "; ".join(f"{shlex.quote(scontrol)} listpids {job_id}.{step}" for step in steps)
+    return (
+        f"pids=$({{ {listings}; }} 2>/dev/null | while read -r pid rest; do "
+        "case $pid in ''|*[!0-9]*) ;; *) printf '%s,' \"$pid\" ;; esac; done); "
+        '[ -n "$pids" ] || exit 0; '
+        f'ps {shlex.join(ps_options)} -p "${{pids%,}}" | '
+        'while IFS= read -r line; do printf \'%s\\t%s\\n\' "$SLURMD_NODENAME" "$line"; done'
+    )
+
+
+def ps_argv(
+    slurm: Slurm, state: ContainerState, steps: list[int], ps_options: list[str]
+) -> list[str]:
+    assert state.job_id is not None
+    script = ps_script(slurm.path("scontrol"), state.job_id, steps, ps_options)
+    return remote_command_argv(
+        slurm.path("srun"), state.job_id, script, PS_STEP_NAME, nodes=state.nodes
+    )
+
+
+def ps_table(output: str) -> str:
+    """The nodes' `node<TAB>line` output as one table: a NODE column, the first node's
+    header once, then every node's processes in node order."""
+    headers: dict[str, str] = {}
+    rows: dict[str, list[str]] = {}
+    for line in output.splitlines():
+        node, tab, text = line.partition("\t")
+        if not tab:
+            continue
+        if node not in headers:
+            headers[node] = text
+            rows[node] = []
+        else:
+            rows[node].append(text)
+    if not headers:
+        return ""
+    width = max(len("NODE"), *(len(node) for node in headers))
+    lines = [f"{'NODE':<{width}}  {next(iter(headers.values()))}"]
+    for node in sorted(rows):
+        lines += [f"{node:<{width}}  {row}" for row in rows[node]]
+    return "\n".join(lines) + "\n"

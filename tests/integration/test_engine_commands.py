@@ -1,0 +1,334 @@
+"""The engine commands beyond run/exec/stop that reach the runtime (docs/engine-commands.md):
+`pause`/`unpause` (scrun pause/resume: the container's steps frozen on their nodes),
+`top` (scrun ps: the processes on the nodes, never this host's), `update` (a time limit,
+nothing else), `commit` of a running container, `checkpoint` refused, `run -it` and docker's
+`exec -it` (podman's is in test_exec.py), for root podman, docker and rootless podman."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import users
+from helpers import assert_terminal_session, wait_for
+
+if TYPE_CHECKING:
+    from conftest import Cluster, Docker, Podman
+
+IMAGE = "localhost/busybox"
+SCRUN = str(Path(sys.prefix) / "bin" / "scrun")
+# counts in /tmp/n ten times a second for as long as it is not frozen
+COUNTER = "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.1; done"
+
+
+def one_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def frozen(ps_table: str) -> bool:
+    """Every process `scrun ps -o stat,args` lists is frozen (D: cgroup freezer, T: stopped)."""
+    rows = ps_table.splitlines()[1:]
+    return bool(rows) and all(row.split()[1][0] in "DT" for row in rows)
+
+
+@pytest.fixture
+def podman_container(
+    podman: Podman, no_leftovers: Callable[..., None]
+) -> Iterator[Callable[..., tuple[str, str]]]:
+    """`start(*run_options, program=COUNTER)`: a running container (-d) through scrun;
+    returns (name, id). Removed at the end (no_leftovers then checks)."""
+    names: list[str] = []
+
+    def start(*options: str, program: str = COUNTER) -> tuple[str, str]:
+        name = f"scrun-engine-{uuid.uuid4().hex[:10]}"
+        names.append(name)
+        done = podman("--runtime", "scrun", "run", "-d", "--name", name, *options, IMAGE,
+                      "sh", "-c", program)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return name, done.stdout.strip()
+
+    yield start
+    for name in names:
+        podman("--runtime", "scrun", "rm", "-f", "-t", "0", name)
+
+
+def scrun(
+    cluster: Cluster, *args: str, root: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    options = ["--root", str(root)] if root else []
+    return cluster.run([SCRUN, *options, *args])
+
+
+def counter(run: Callable[..., subprocess.CompletedProcess[str]], name: str) -> int:
+    done = run("exec", name, "cat", "/tmp/n")
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout)
+
+
+def assert_pause_freezes(
+    cluster: Cluster,
+    engine: Callable[..., subprocess.CompletedProcess[str]],
+    name: str,
+    cid: str,
+    root: Path | None = None,
+) -> None:
+    """pause: the engine says paused, scrun state says paused, every process of the
+    container on its node is frozen and the counter stands still; unpause: it counts on."""
+    wait_for("the counter to count", lambda: counter(engine, name) > 3, 30)
+    paused = engine("pause", name)
+    assert paused.returncode == 0, paused.stderr
+    state = json.loads(scrun(cluster, "state", cid, root=root).stdout)
+    assert state["status"] == "paused", state
+    listed = scrun(cluster, "ps", cid, "-o", "stat,args", root=root)
+    assert listed.returncode == 0 and frozen(listed.stdout), listed
+    time.sleep(1.5)  # 15 counts, were it running
+    resumed = engine("unpause", name)
+    assert resumed.returncode == 0, resumed.stderr
+    before = counter(engine, name)
+    assert json.loads(scrun(cluster, "state", cid, root=root).stdout)["status"] == "running"
+    wait_for("the counter to count on", lambda: counter(engine, name) > before, 30)
+    assert not frozen(scrun(cluster, "ps", cid, "-o", "stat,args", root=root).stdout)
+
+
+# ----------------------------------------------------------------------------- podman
+
+
+def test_podman_pause_unpause_and_rm_of_a_paused_container(
+    cluster: Cluster, podman: Podman, podman_container: Callable[..., tuple[str, str]]
+) -> None:
+    name, cid = podman_container()
+
+    def engine(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return podman("--runtime", "scrun", *args, **kwargs)
+
+    assert_pause_freezes(cluster, engine, name, cid)
+    assert engine("pause", name).returncode == 0
+    status = engine("inspect", "-f", "{{.State.Status}}", name).stdout.strip()
+    assert status == "paused"
+    refused = engine("exec", name, "true")  # podman's own check: no runtime call
+    assert refused.returncode != 0
+    started = time.monotonic()
+    removed = engine("rm", "-f", name)  # kill 15 (thawed, acted on), delete
+    assert removed.returncode == 0, removed.stderr
+    assert time.monotonic() - started < 8, "rm -f of a paused container waited for SIGKILL"
+
+
+def test_scrun_ps_lists_the_processes_on_every_node(
+    cluster: Cluster, podman: Podman, podman_container: Callable[..., tuple[str, str]]
+) -> None:
+    """Two nodes, a task on each: both nodes' processes, with their names, none of this
+    host (the harness's nodes share its pid space: the node column says where)."""
+    _, cid = podman_container("-e", "SCRUN_JOB_NUM_NODES=2", program="exec sleep 300")
+    state = json.loads(scrun(cluster, "state", cid).stdout)
+    wait_for("both tasks", lambda: len(scrun(cluster, "ps", cid).stdout.splitlines()) >= 5, 30)
+    listed = scrun(cluster, "ps", cid)
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split()[:3] == ["NODE", "USER", "PID"], header
+    nodes = {row.split()[0] for row in rows}
+    assert nodes == set(cluster.run(["scontrol", "show", "hostnames", "n[1-2]"]).stdout.split())
+    assert sum(row.endswith("sleep 300") for row in rows) == 2, listed.stdout
+    assert not any("scrun-anchor" in row or "scrun create" in row for row in rows)
+    assert state["jobId"]
+    # docker's `top` asks for pids of this host: refused, naming the nodes
+    as_json = scrun(cluster, "ps", "--format", "json", cid)
+    assert as_json.returncode == 1 and as_json.stdout == ""
+    assert re.search(
+        r"run on n\[1-2\] \(Slurm job \d+\), not on this host", one_line(as_json.stderr)
+    )
+
+
+def test_podman_top_with_ps_options_runs_ps_in_the_container(
+    podman: Podman, podman_container: Callable[..., tuple[str, str]]
+) -> None:
+    """podman 4.3 runs `ps` inside the container (scrun exec, on the node) for ps(1)
+    options; podman >= 5 runs the host's ps in the anchor's namespace instead (the table
+    says so): only 4.3's answer is the container's."""
+    name, _ = podman_container(program="exec sleep 300")
+    version = podman("version", "--format", "{{.Client.Version}}").stdout.strip()
+    if not version.startswith("4."):
+        pytest.skip(f"podman {version} runs the host's ps, not the runtime's exec")
+    done = podman("--runtime", "scrun", "top", name, "-o", "pid,args")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[1].split() == ["1", "sleep", "300"], done.stdout
+
+
+def test_podman_run_with_a_terminal_sees_its_size_and_its_changes(
+    cluster: Cluster, no_leftovers: Callable[..., None]
+) -> None:
+    argv = ["podman", "--runtime", "scrun", "run", "--rm", "-it", IMAGE]
+    assert_terminal_session(argv, cluster.env)
+
+
+def test_update_sets_a_time_limit_and_refuses_the_rest(
+    cluster: Cluster, podman: Podman, podman_container: Callable[..., tuple[str, str]]
+) -> None:
+    name, cid = podman_container(program="exec sleep 300")
+    job = str(json.loads(scrun(cluster, "state", cid).stdout)["jobId"])
+    done = scrun(cluster, "update", "--time-limit", "7", cid)
+    assert (done.returncode, done.stderr) == (0, "")
+    limit = cluster.run(["squeue", "-h", "-j", job, "-o", "%l"]).stdout.strip()
+    assert limit == "7:00", limit
+    refused = podman("--runtime", "scrun", "update", "--memory", "64m", name)
+    assert refused.returncode != 0
+    assert (
+        "update: memory.limit, memory.swap cannot change for a running Slurm job; "
+        "scrun update supports only --time-limit"
+    ) in refused.stderr, refused.stderr
+    assert cluster.run(["squeue", "-h", "-j", job, "-o", "%l"]).stdout.strip() == "7:00"
+
+
+def test_commit_of_a_running_container_pauses_it_for_the_copy(
+    podman: Podman, podman_container: Callable[..., tuple[str, str]]
+) -> None:
+    name, _ = podman_container()
+    image = f"localhost/scrun-commit-{uuid.uuid4().hex[:8]}"
+    try:
+        done = podman("--runtime", "scrun", "commit", "--pause=true", name, image)
+        assert done.returncode == 0, done.stderr
+        status = podman("inspect", "-f", "{{.State.Status}}", name).stdout.strip()
+        assert status == "running"
+    finally:
+        podman("rmi", "-f", image)
+
+
+def test_stats_of_the_container_are_slurms(
+    cluster: Cluster, podman: Podman, podman_container: Callable[..., tuple[str, str]]
+) -> None:
+    """`podman stats` reads the anchor's cgroup on this host (the table says so); the
+    container's usage is its step's, which sstat reports from the node."""
+    _, cid = podman_container()
+    job = json.loads(scrun(cluster, "state", cid).stdout)["jobId"]
+
+    def step_usage() -> str:
+        done = cluster.run(["sstat", "-n", "-P", "-j", f"{job}.0", "-o", "JobID,MaxRSS,AveCPU"])
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    usage = wait_for("the step's usage in sstat", step_usage, 60)
+    assert usage.split("|")[0] == f"{job}.0", usage
+
+
+def test_checkpoint_is_refused_and_the_container_runs_on(
+    cluster: Cluster,
+    podman: Podman,
+    docker: Docker,
+    podman_container: Callable[..., tuple[str, str]],
+) -> None:
+    name, cid = podman_container(program="exec sleep 300")
+    done = podman("--runtime", "scrun", "container", "checkpoint", name)
+    assert done.returncode != 0
+    assert podman("inspect", "-f", "{{.State.Status}}", name).stdout.strip() == "running"
+    refused = scrun(cluster, "checkpoint", cid)
+    assert refused.returncode == 1
+    assert "does not support 'checkpoint'" in one_line(refused.stderr)
+    assert docker("checkpoint", "create", "no-such-container", "c1").returncode != 0
+
+
+# ----------------------------------------------------------------------------- docker
+
+
+@pytest.fixture
+def docker_container(
+    docker: Docker, no_leftovers: Callable[..., None]
+) -> Iterator[Callable[..., tuple[str, str]]]:
+    names: list[str] = []
+
+    def start(program: str = COUNTER) -> tuple[str, str]:
+        name = f"scrun-engine-{uuid.uuid4().hex[:10]}"
+        names.append(name)
+        done = docker("run", "--runtime", "scrun", "--network", "none", "-d", "--name", name,
+                      IMAGE, "sh", "-c", program)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return name, done.stdout.strip()
+
+    yield start
+    for name in names:
+        docker("rm", "-f", name)
+    wait_for("no container left in dockerd's scrun root",
+             lambda: not [p for p in docker.runtime_root.glob("*") if not p.name.startswith(".")],
+             30)  # fmt: skip
+
+
+def test_docker_pause_commit_top_update_and_rm(
+    cluster: Cluster, docker: Docker, docker_container: Callable[..., tuple[str, str]]
+) -> None:
+    name, cid = docker_container()
+    assert_pause_freezes(cluster, docker, name, cid, root=docker.runtime_root)
+    image = f"localhost/scrun-commit-{uuid.uuid4().hex[:8]}"
+    committed = docker("commit", name, image)  # pause, copy, resume
+    assert committed.returncode == 0, committed.stderr
+    docker("rmi", image)
+    assert docker("inspect", "-f", "{{.State.Status}}", name).stdout.strip() == "running"
+    top = docker("top", name)
+    assert top.returncode != 0 and top.stdout == ""
+    assert re.search(r"run on n\d \(Slurm job \d+\), not on this host.*`scrun ps", top.stderr)
+    update = docker("update", "--cpus", "1", name)
+    assert update.returncode != 0
+    assert "cpu.period, cpu.quota cannot change for a running Slurm job" in update.stderr
+    assert docker("pause", name).returncode == 0
+    removed = docker("rm", "-f", name)
+    assert removed.returncode == 0, removed.stderr
+
+
+def test_docker_exec_with_a_terminal_sees_its_size_and_its_changes(
+    docker: Docker, docker_container: Callable[..., tuple[str, str]]
+) -> None:
+    name, _ = docker_container(program="exec sleep 300")
+    argv = ["/usr/bin/docker", "--host", docker.host, "exec", "-it", name]
+    assert_terminal_session(argv, docker.env)
+
+
+def test_docker_run_with_a_terminal_sees_its_size_and_its_changes(
+    docker: Docker, no_leftovers: Callable[..., None]
+) -> None:
+    argv = ["/usr/bin/docker", "--host", docker.host, "run", "--runtime", "scrun",
+            "--network", "none", "--rm", "-it", IMAGE]  # fmt: skip
+    assert_terminal_session(argv, docker.env)
+
+
+# ----------------------------------------------------------------------------- rootless
+
+
+def test_rootless_pause_and_ps(cluster: Cluster) -> None:
+    """Rootless podman 4.3 on cgroup v1 refuses `pause` itself ("this container does not
+    have a cgroup") before calling the runtime: the user's `scrun pause`, what podman would
+    call, freezes the user's own container on its node."""
+    person = users.pick_users(cluster.exports, cluster.slurm_conf)[0]
+    name = f"scrun-engine-{uuid.uuid4().hex[:10]}"
+    started = person.podman("run", "-d", "--name", name, IMAGE, "sh", "-c", COUNTER)
+    assert started.returncode == 0, started.stderr
+    cid = started.stdout.strip()
+    scrun_as = f"{SCRUN} --root {person.root}"
+    try:
+        # once crun's setup (newuidmap, setuid root) is over and the program runs
+        wait_for(
+            "the program on its node",
+            lambda: "while :" in person.sh(f"{scrun_as} ps {cid} -o args").stdout,
+            30,
+        )
+        paused = person.sh(f"{scrun_as} pause {cid}")
+        assert (paused.returncode, paused.stderr) == (0, ""), paused.stderr
+        state = json.loads(person.sh(f"{scrun_as} state {cid}").stdout)
+        assert state["status"] == "paused"
+        listed = person.sh(f"{scrun_as} ps {cid} -o uid,stat,args")
+        assert listed.returncode == 0, listed.stderr
+        rows = listed.stdout.splitlines()[1:]
+        assert rows and all(row.split()[1] == str(person.uid) for row in rows), listed.stdout
+        assert all(row.split()[2][0] in "DT" for row in rows), listed.stdout
+        resumed = person.sh(f"{scrun_as} resume {cid}")
+        assert resumed.returncode == 0, resumed.stderr
+        state = json.loads(person.sh(f"{scrun_as} state {cid}").stdout)
+        assert state["status"] == "running"
+    finally:
+        person.podman("rm", "-f", "-t", "0", name)
+    users.assert_users_clean(person)
