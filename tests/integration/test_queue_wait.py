@@ -447,3 +447,26 @@ def test_a_wait_longer_than_podmans_create_timeout(
         assert (pending.returncode, out) == (0, "waited\n"), err
         out, err = staged.communicate(timeout=120)
         assert (staged.returncode, out) == (0, "staged\n"), err
+
+
+def test_a_queued_container_cannot_be_paused_yet(
+    quick_site: SiteRuntime, queue: Queue, no_leftovers: Callable[..., None]
+) -> None:
+    held = queue.held_job()
+    done = quick_site.podman(
+        "run", "-d", "--name", "queued-pause", "-e", f"SCRUN_DEPENDENCY=afterok:{held}",
+        IMAGE, "true",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    try:
+        job = queue.container_job(done.stdout.strip()[:12])
+        paused = subprocess.run(
+            ["scrun", "pause", done.stdout.strip()],
+            env=quick_site.env, capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        assert paused.returncode != 0
+        assert paused.stderr.strip().endswith(
+            f"has no process to pause yet: job {job} waits in the queue"
+        ), paused.stderr
+    finally:
+        quick_site.podman("rm", "-f", "queued-pause")

@@ -71,6 +71,11 @@ def change(ctx: CommandContext, argv: Sequence[str], target: str) -> int:
     source = Status.RUNNING if target == Status.PAUSED else Status.PAUSED
     if status != source or target not in TRANSITIONS[source] or state.job_id is None:
         raise StateError(f"container {container_id!r} is {status}: cannot {command}")
+    if target == Status.PAUSED and state.step_pid is None:
+        waiting = "waits in the queue" if state.job_state == "PENDING" else "is being staged"
+        raise StateError(
+            f"container {container_id!r} has no process to pause yet: job {state.job_id} {waiting}"
+        )
     set_paused(ctx, spool, state, target == Status.PAUSED)
     return 0
 
