@@ -9,12 +9,15 @@ and ends the job.
 import json
 import os
 import select
-from collections.abc import Iterator
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from scrun_anchor.container import Container
 from scrun_anchor.creation import Creation
+from scrunlib import protocol
 from scrunlib.errors import InvalidInput, LuaError, SlurmError
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.spool import Spool
@@ -402,3 +405,54 @@ def test_the_queue_is_told_on_stderr_once_per_reason(fp, site, spool, queued) ->
         f"scrun: job {JOB} running on n2",
     ]
     assert watch.poll == 30 and watch.seconds_to_next() > 25  # the site's queue_poll
+
+
+# -- serve(): the event loop, with real signals and the real socket ------------------------
+
+
+@pytest.fixture
+def restore_signals() -> Iterator[None]:
+    """serve() installs its handlers and a wakeup fd in this (the main) thread."""
+    saved = {sig: signal.getsignal(sig) for sig in SERVE_SIGNALS}
+    yield
+    signal.set_wakeup_fd(-1)
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+SERVE_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE)
+
+
+def soon(seconds: float, action: Callable[[], object]) -> threading.Timer:
+    timer = threading.Timer(seconds, action)
+    timer.start()
+    return timer
+
+
+def test_serve_ends_on_sigterm_and_cleans_up(fp, site, spool, created, restore_signals) -> None:
+    """What `scrun delete` sends: the loop ends, the container stops, its job ends."""
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    soon(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    assert created.serve() == 0
+    state = saved(spool)
+    assert (state.status, state.job_ended) == (Status.STOPPED, True)
+    assert not os.path.exists(spool.socket)
+    assert job_status(site) == "0"
+
+
+def test_serve_starts_a_queued_container_once_granted(
+    fp, site, spool, bundle, queued, restore_signals
+) -> None:
+    """A `start` request over the socket while the job waits, the grant (salloc's answer
+    wakes the loop), the step launched and its end: serve returns the step's status."""
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    fp.register(step_argv(site, bundle), returncode=5, wait=0.2)
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    replies: list[dict[str, object]] = []
+    soon(0.2, lambda: replies.append(protocol.request(spool.socket, {"op": "start"})))
+    soon(0.6, lambda: (site.bin / "salloc.grant").touch())
+    assert queued.serve() == 5
+    assert replies == [{"ok": True}]
+    state = saved(spool)
+    assert (state.status, state.exit_code, state.job_state) == (Status.STOPPED, 5, "RUNNING")
+    assert job_status(site) == "5"  # salloc ended the job with the container's status
