@@ -13,7 +13,7 @@ from __future__ import annotations
 from scrunlib import log
 from scrunlib.errors import UsageError
 
-TYPE_CHECKING = False  # typing costs milliseconds on every call; annotations are lazy
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any

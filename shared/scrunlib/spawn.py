@@ -45,7 +45,7 @@ class Child:
     def signal_group(self, signum: int) -> None:
         """Signal its process group (it leads one: spawned with new_session)."""
         if self.returncode is None:
-            try:  # noqa: SIM105 (contextlib.suppress: not imported on this path)
+            try:  # noqa: SIM105
                 os.killpg(self.pid, signum)
             except ProcessLookupError:
                 pass

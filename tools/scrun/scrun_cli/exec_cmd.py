@@ -21,7 +21,7 @@ from scrunlib.userns import real_ids
 
 from scrun_cli.context import CommandContext
 
-TYPE_CHECKING = False  # collections.abc costs ~2 ms on every call
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

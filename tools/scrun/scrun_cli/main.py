@@ -19,7 +19,7 @@ from scrunlib.ownership import restrict_umask
 
 from scrun_cli.context import CommandContext
 
-TYPE_CHECKING = False  # typing (and collections, importlib) cost milliseconds on every call
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, NoReturn
