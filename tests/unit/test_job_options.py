@@ -5,7 +5,6 @@ import re
 import pytest
 from scrunlib.errors import InvalidInput
 from scrunlib.job_options import (
-    KINDS,
     VARIABLES,
     JobRequest,
     Target,
@@ -13,6 +12,7 @@ from scrunlib.job_options import (
     merge_environment,
     unknown_variables,
 )
+from scrunlib.value_kinds import KINDS
 
 V2205 = (22, 5, 8)
 V2302 = (23, 2, 0)
