@@ -12,7 +12,7 @@ from scrunlib.job_options import (
     VARIABLES,
     JobVariable,
 )
-from scrunlib.slurm import SLURM_INPUT_PREFIXES
+from scrunlib.slurm_commands import SLURM_INPUT_PREFIXES
 from scrunlib.slurm_version import version_text
 from scrunlib.value_kinds import KINDS
 

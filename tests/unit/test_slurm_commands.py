@@ -10,9 +10,9 @@ import plumbum  # noqa: F401 - its import runs `uname -p`, which pytest-subproce
 import pytest
 from scrunlib.errors import SlurmError
 from scrunlib.siteconfig import SiteConfig
-from scrunlib.slurm import (
+from scrunlib.slurm import Slurm
+from scrunlib.slurm_commands import (
     JOB_HOLDER,
-    Slurm,
     StepCommand,
     cancel_argv,
     job_exit_status,

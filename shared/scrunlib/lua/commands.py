@@ -66,11 +66,11 @@ class CommandRunner(Protocol):
 def command_env(job_env: Sequence[str]) -> dict[str, str]:
     """A command's environment: the job env (`NAME=VALUE` entries, which scrun builds), or,
     as upstream, this process's own environment when the job env is empty, without Slurm's
-    input variables (scrunlib.slurm.command_environment: only SCRUN_* steer the job)."""
+    input variables (scrunlib.slurm_commands.command_environment: only SCRUN_* steer the job)."""
     env = dict(entry.split("=", 1) for entry in job_env if "=" in entry)
     if env:
         return env
-    from scrunlib.slurm import command_environment
+    from scrunlib.slurm_commands import command_environment
 
     return command_environment(os.environ, {})
 
@@ -100,7 +100,7 @@ class SubprocessRunner:
             srun = self._srun_path()
         except ScrunError as exc:
             return NOT_RUNNABLE, exc.message
-        from scrunlib.slurm import remote_command_argv
+        from scrunlib.slurm_commands import remote_command_argv
 
         child_env = dict(env)
         if self.slurm_conf:

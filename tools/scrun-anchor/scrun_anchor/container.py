@@ -24,7 +24,7 @@ from types import FrameType
 from scrunlib import log, nodecheck, procio, protocol
 from scrunlib.bundle import remove_node_copy
 from scrunlib.errors import ScrunError, SlurmError, StateError
-from scrunlib.slurm import StepCommand, remote_command_argv, step_argv
+from scrunlib.slurm_commands import StepCommand, remote_command_argv, step_argv
 from scrunlib.state import Status, process_start_time, shell_exit_code
 
 from scrun_anchor.creation import Created, close_server, end_job

@@ -89,7 +89,8 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
         raise StateError(f"container {container_id!r} is {status}: cannot exec")
 
     # only here: subprocess and re, and plumbum once step_nodes runs, are no other command's cost
-    from scrunlib.slurm import NODE_CWD, Slurm, exec_argv
+    from scrunlib.slurm import Slurm
+    from scrunlib.slurm_commands import NODE_CWD, exec_argv
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
     steps = slurm.step_ids(state.job_id, state.step_name)
