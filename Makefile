@@ -101,7 +101,7 @@ lint: venv
 	$(BIN)/mypy shared tools
 	$(BIN)/mypy tests
 	shellcheck -x $(SHELL_SCRIPTS)
-	@# import circles and the hot path's imports (tools/lint-tree)
+	@# import circles, the hot path's imports, module length (tools/lint-tree)
 	PYTHONPATH=$(REPO)/tools/lint-tree $(BIN)/python -m lint_tree
 
 unit: venv

@@ -1,6 +1,6 @@
 """tools/lint-tree: the import graph read from the source, its circles, the hot-path rule."""
 
-from lint_tree.__main__ import circle_problems, hot_path_problems
+from lint_tree.__main__ import MAX_LINES, circle_problems, hot_path_problems, length_problems
 from lint_tree.graph import circles, edges, modules
 from lint_tree.hotpath import HOT_PATHS
 
@@ -60,3 +60,12 @@ def test_an_eager_import_on_a_hot_path_is_reported(tmp_path):
     )
     problems = hot_path_problems(found, set(), HOT_PATHS[:1])
     assert problems and all("imports json" in problem for problem in problems)
+
+
+def test_a_module_over_the_length_limit_is_reported(tmp_path):
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "short.py").write_text("x = 1\n" * MAX_LINES)
+    (tmp_path / "tools" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    assert length_problems(tmp_path) == [
+        f"tools/long.py: {MAX_LINES + 1} lines (at most 500: split it)"
+    ]
