@@ -69,11 +69,17 @@ def test_the_rules_are_not_vacuous():
     assert disallowed(path, {"scrunlib.state", "subprocess", "typing"}) == {"subprocess", "typing"}
 
 
-def test_default_levels_do_not_import_loguru():
-    code = "from scrunlib import log; log.error('x'); log.info('y')"
-    assert "loguru" not in modules_after(code)
-    debug = "from scrunlib import log; log.configure(log.LogSettings(stderr=5)); log.debug('x')"
-    assert "loguru" in modules_after(debug)
+def test_logging_at_every_level_and_format_imports_only_scrun_modules(tmp_path):
+    """Every process logs, at any level: to a JSON --log file, a text file (stderr: the
+    listing of this check)."""
+    settings = (
+        f"log.LogSettings(stderr=0, file=9, log_file={str(tmp_path / 'log.json')!r},"
+        f" extra_file={str(tmp_path / 'anchor.log')!r}, extra_level=9)"
+    )
+    code = f"from scrunlib import log; log.configure({settings}); log.error('x'); log.debug('y', 5)"
+    extra = modules_after(code)
+    assert {name for name in extra if not name.startswith(("scrun", "__future__"))} == set()
+    assert (tmp_path / "anchor.log").read_text().count("\n") == 2
 
 
 def test_private_modules_are_the_public_ones():
