@@ -7,11 +7,12 @@ starts in ~10 ms, and every standard module imported on top costs about as much 
 it looks cheap: measured with `python3.11 -X importtime` on the test machine, typing ~5 ms
 (and 0.7 MB in the anchor), dataclasses ~5 ms, json or re 4.5-9 ms, subprocess ~9 ms,
 enum ~4 ms, shutil ~7 ms, tempfile ~5 ms, collections.abc ~2 ms, contextlib ~1 ms,
-plumbum 35-80 ms, loguru 57-91 ms (which is why scrunlib.log is its own engine). So the modules on those paths import, when they are imported,
-only scrun's own modules, what the interpreter already holds at start, and the few listed
-below; what they need only for typing sits under `if TYPE_CHECKING:` (TYPE_CHECKING being a
-plain False: `typing` itself is not imported), what a rarer branch needs is imported in that
-branch (`import subprocess` in the function that runs one), and a `try/except` stands where
+plumbum 35-80 ms, loguru 57-91 ms (which is why scrunlib.log is its own engine). So the
+modules on those paths import, when they are imported, only scrun's own modules, what the
+interpreter already holds at start, and the few listed below; what they need only for
+typing sits under `if TYPE_CHECKING:` (TYPE_CHECKING being a plain False: `typing` itself
+is not imported), what a rarer branch needs is imported in that branch (`import
+subprocess` in the function that runs one), and a `try/except` stands where
 `contextlib.suppress` would pull contextlib in (`# noqa: SIM105`).
 
 Imports inside functions are not followed by the static check: the run-time test, which
