@@ -1,23 +1,17 @@
 """Slurm's commands run for one slurm.conf (their command lines: scrunlib.slurm_commands).
 
-Two ways to run them, both bounded by a timeout that becomes a SlurmError:
-- what the anchor runs (`srun --version` on a cache miss, `scontrol show job`, `scancel`,
-  and the `squeue` that finds the step to signal) runs through subprocess directly, and
-  salloc through scrunlib.spawn (create waits for it, and subprocess's import alone is
-  ~9 ms): these sit on the paths podman and docker wait for (create, kill, stop), and the
-  anchor lives as long as its container, so it must neither wait for plumbum's import
-  (35–80 ms: urllib, http.client, email, ssl, a `uname -p`) nor carry its ~13 MB;
-- the rest (the `squeue` and `scontrol show hostnames` that find the node `scrun exec`
-  enters, the `squeue` that finds the jobs of a salloc interrupted while pending) is
-  composed and run with plumbum, imported on first use.
+Every command runs through scrunlib.processes, as the real user, with the environment
+command_environment decides, and bounded (salloc excepted: a pending job waits, as podman
+does); its failures become SlurmError.
 """
 
 from __future__ import annotations
 
 import os
 
-from scrunlib import filecache
-from scrunlib.errors import SlurmError, reason
+from scrunlib import filecache, processes
+from scrunlib.errors import SlurmError
+from scrunlib.processes import Child, spawn
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm_commands import (
     cancel_argv,
@@ -28,7 +22,6 @@ from scrunlib.slurm_commands import (
     tagged_container,
 )
 from scrunlib.slurm_version import SlurmVersion, parse_version, version_string
-from scrunlib.spawn import Child, spawn
 from scrunlib.userns import as_real_user
 
 TYPE_CHECKING = False
@@ -55,12 +48,8 @@ def _read_line(fd: int) -> str:
     return _text(data.partition(b"\n")[0])
 
 
-def _timed_out(argv: Sequence[str], timeout: float) -> str:
-    return f"{os.path.basename(argv[0])} did not finish in {timeout:g} s and was killed"
-
-
 def _cannot_run(program: str, exc: OSError) -> SlurmError:
-    return SlurmError(f"cannot run {program}: {reason(exc)}")
+    return SlurmError(str(processes.CannotRun(program, exc)))
 
 
 def last_line(text: str) -> str:
@@ -160,59 +149,27 @@ class Slurm:
     def path(self, name: str) -> str:
         return self.site.command(name)
 
-    def popen(self, argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> Any:
+    def popen(self, argv: Sequence[str], env: Mapping[str, str], **stdio: Any) -> Any:
         """Start `argv` with exactly `env`, which the caller builds from what scrun sets
         (the job env, SLURM_CONF, PATH): srun takes SLURM_* variables from its environment
-        as options. As the real user."""
-        import subprocess
-
+        as options. As the real user; the caller waits for it."""
         try:
-            return subprocess.Popen(as_real_user(argv), env=dict(env), **kwargs)
-        except OSError as exc:
-            raise _cannot_run(argv[0], exc) from exc
+            return processes.start(as_real_user(argv), env, **stdio)
+        except processes.CannotRun as exc:
+            raise SlurmError(str(exc)) from exc
 
     def run(self, argv: Sequence[str], timeout: float | None = None) -> tuple[int, str, str]:
-        """Run with plumbum to completion; returns (status, stdout, stderr), never raises on
-        status. A command still running after `timeout` seconds is killed: SlurmError."""
-        from plumbum import ProcessExecutionError, ProcessTimedOut, local
-
-        timeout = timeout or self.timeout
-        real_argv = as_real_user(argv)
+        """Run to completion as the real user: (status, stdout, stderr), whatever the
+        status. A command that cannot start, or is still running after `timeout` seconds
+        (killed then), is a SlurmError."""
         try:
-            with local.env():  # plumbum adds its whole environment: make it exactly ours
-                local.env.clear()
-                local.env.update(command_environment(os.environ, self.env))
-                command = local[real_argv[0]][real_argv[1:]]
-                code, out, err = command.run(retcode=None, timeout=timeout)
-        except ProcessTimedOut as exc:
-            raise SlurmError(_timed_out(argv, timeout)) from exc
-        except ProcessExecutionError as exc:  # pragma: no cover - retcode=None prevents it
-            return int(exc.retcode or 1), str(exc.stdout), str(exc.stderr)
-        except OSError as exc:
-            raise _cannot_run(argv[0], exc) from exc
-        return int(code), out, err
-
-    def run_direct(self, argv: Sequence[str], timeout: float | None = None) -> tuple[int, str, str]:
-        """`run` without plumbum, for the commands every container runs (see the module
-        docstring). Same contract: (status, stdout, stderr), as the real user; a timeout is a
-        SlurmError."""
-        import subprocess
-
-        timeout = timeout or self.timeout
-        try:
-            done = subprocess.run(
+            return processes.run(
                 as_real_user(argv),
-                env=command_environment(os.environ, self.env),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout,
-                check=False,
+                command_environment(os.environ, self.env),
+                timeout or self.timeout,
             )
-        except subprocess.TimeoutExpired as exc:
-            raise SlurmError(_timed_out(argv, timeout)) from exc
-        except OSError as exc:
-            raise _cannot_run(argv[0], exc) from exc
-        return done.returncode, _text(done.stdout), _text(done.stderr)
+        except (processes.CannotRun, processes.TimedOut) as exc:
+            raise SlurmError(str(exc)) from exc
 
     def version(self) -> SlurmVersion:
         """The Slurm version, from `srun --version`; remembered in `version_cache` (a file)
@@ -225,7 +182,7 @@ class Slurm:
         if cached is not None:
             self._version = parse_version(cached)
             return self._version
-        code, out, err = self.run_direct([srun, "--version"], timeout=30)
+        code, out, err = self.run([srun, "--version"], timeout=30)
         if code != 0:
             raise SlurmError(f"srun --version failed: {last_line(err or out)}")
         self._version = parse_version(out)
@@ -319,14 +276,14 @@ class Slurm:
 
     def job_record(self, job_id: int) -> dict[str, str]:
         argv = [self.path("scontrol"), "-o", "show", "job", str(job_id)]
-        code, out, err = self.run_direct(argv)
+        code, out, err = self.run(argv)
         if code != 0:
             raise SlurmError(f"job {job_id} not found: {last_line(err or out)}")
         return parse_scontrol_record(out)
 
     def cancel(self, job_id: int, signal: int | None = None, step_id: int | None = None) -> None:
         """scancel; a job that already ended counts as success."""
-        code, out, err = self.run_direct(cancel_argv(self.path("scancel"), job_id, signal, step_id))
+        code, out, err = self.run(cancel_argv(self.path("scancel"), job_id, signal, step_id))
         text = err + out
         if code != 0 and "already completed" not in text and "Invalid job id" not in text:
             raise SlurmError(f"scancel {job_id} failed: {last_line(text)}")
@@ -334,7 +291,7 @@ class Slurm:
     def step_ids(self, job_id: int, step_name: str) -> list[int]:
         """Ids of the job's running steps named `step_name`."""
         argv = [self.path("squeue"), "-h", "-s", "-j", str(job_id), "-o", "%i %j"]
-        code, out, _ = self.run_direct(argv)
+        code, out, _ = self.run(argv)
         steps = []
         for line in out.splitlines() if code == 0 else []:
             step, _, name = line.strip().partition(" ")
@@ -349,7 +306,7 @@ class Slurm:
         reports such a step as a plain failure (status 1), not as a SIGKILL."""
         argv = [self.path("sacct"), "-n", "-P", "-j", str(job_id), "-o", "JobName,State"]
         try:
-            code, out, _ = self.run_direct(argv)
+            code, out, _ = self.run(argv)
         except SlurmError:
             return False
         # the job's steps in order: the last one of that name is the container's

@@ -6,9 +6,9 @@ The Lua runtime talks to a `CommandRunner`, never to subprocess directly, so tha
 `srun` inside the job. Unlike upstream (which waits forever) every command has a time limit,
 so a hung rsync cannot keep a container in `creating` for the job's whole time limit.
 
-On timeout the command's whole process group is killed and the runner raises
-`CommandTimeout`; the Lua runtime turns that into a Lua error at the script's line (the hook
-fails unless the script catches it with pcall). It never returns a made-up status, so a
+On timeout the command's whole process group is killed (scrunlib.processes) and the runner
+raises `CommandTimeout`; the Lua runtime turns that into a Lua error at the script's line
+(the hook fails unless the script catches it with pcall). It never returns a made-up status, so a
 script cannot mistake a killed rsync for one that finished.
 
 Exit status: `WEXITSTATUS`, and 128+N for a child killed by signal N (upstream reports 0).
@@ -16,24 +16,19 @@ Exit status: `WEXITSTATUS`, and 128+N for a child killed by signal N (upstream r
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scrunlib import siteconfig
-from scrunlib.errors import ScrunError, reason
+from scrunlib import processes, siteconfig
+from scrunlib.errors import ScrunError
 from scrunlib.lua.records import CommandKind
 from scrunlib.state import shell_exit_code
 from scrunlib.userns import as_real_user
 
 # Exit status reported when the command itself could not be started (a shell says the same).
 NOT_RUNNABLE = 127
-# After killing a timed-out command, how long to wait for its output pipe to close.
-_DRAIN_SECONDS = 5.0
 
 
 class CommandTimeout(Exception):
@@ -116,42 +111,17 @@ class SubprocessRunner:
 
 
 def run_command(argv: list[str], env: Mapping[str, str], timeout: float) -> tuple[int, str]:
-    """Run `argv` as the real user (scrunlib.userns) in its own process group, stdin from
-    /dev/null, output captured together.
-
-    The own process group lets a timeout kill the whole pipeline a script may have started.
-    """
+    """Run `argv` as the real user (scrunlib.userns) through scrunlib.processes, output
+    captured together; a shell's exit status (128+N for signal N)."""
     try:
-        proc = subprocess.Popen(
-            as_real_user(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=dict(env),
-            process_group=0,
-        )
-    except OSError as exc:
-        return NOT_RUNNABLE, f"cannot run {argv[0]}: {reason(exc)}"
-    except ScrunError as exc:
+        code, out, _ = processes.run(as_real_user(argv), env, timeout, merge_output=True)
+    except processes.CannotRun as exc:
+        return NOT_RUNNABLE, str(exc)
+    except processes.TimedOut as exc:
+        raise CommandTimeout(timeout, exc.output) from None
+    except ScrunError as exc:  # as_real_user: no unshare to run as the real user with
         return NOT_RUNNABLE, exc.message
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):  # it already ended
-            os.killpg(proc.pid, signal.SIGKILL)
-        try:
-            out, _ = proc.communicate(timeout=_DRAIN_SECONDS)
-        except subprocess.TimeoutExpired:
-            # A grandchild that left the group still holds the pipe: stop reading.
-            out = b""
-            proc.kill()
-            proc.wait()
-        raise CommandTimeout(timeout, _text(out)) from None
-    return shell_exit_code(proc.returncode), _text(out)
-
-
-def _text(output: bytes | None) -> str:
-    return (output or b"").decode("utf-8", "surrogateescape")
+    return shell_exit_code(code), out
 
 
 @dataclass

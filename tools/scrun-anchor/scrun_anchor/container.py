@@ -283,7 +283,7 @@ class Container:
         script = nodecheck.check_script(self.run_bundle.path, state.rootfs, runtime_dir=runtime_dir)
         argv = remote_command_argv(self.slurm.path("srun"), self.job_id, script, "scrun-check")
         try:
-            _, output, _ = self.slurm.run_direct(argv, timeout=self.site.step_grace + 10)
+            _, output, _ = self.slurm.run(argv, timeout=self.site.step_grace + 10)
         except SlurmError as exc:
             log.verbose(f"could not check the nodes: {exc.message}")
             return

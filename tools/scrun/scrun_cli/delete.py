@@ -20,8 +20,8 @@ import os
 from scrunlib import log
 from scrunlib.errors import ContainerNotFound, ScrunError, SlurmError
 from scrunlib.options import Opt, one_id, parse, usage_text
+from scrunlib.processes import ends_within
 from scrunlib.signals import SIGKILL, SIGTERM
-from scrunlib.spawn import ends_within
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, process_alive, process_stuck
 

@@ -88,7 +88,7 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     if status != Status.RUNNING or state.job_id is None:
         raise StateError(f"container {container_id!r} is {status}: cannot exec")
 
-    # only here: subprocess and re, and plumbum once step_nodes runs, are no other command's cost
+    # only here: subprocess and re are no other command's cost
     from scrunlib.slurm import Slurm
     from scrunlib.slurm_commands import NODE_CWD, exec_argv
 
