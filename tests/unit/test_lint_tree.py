@@ -6,6 +6,9 @@ from lint_tree.hotpath import HOT_PATHS
 
 
 def write_tree(tmp_path, files):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.setuptools.packages.find]\nwhere = ["shared"]\n'
+    )
     for name, text in files.items():
         path = tmp_path / "shared" / name
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,14 +10,12 @@ decide what a process pays for at start, which is what the hot-path rules are ab
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 TREE = Path(__file__).resolve().parents[3]
-# The folders that hold the import packages (pyproject.toml's packages.find `where`).
-PACKAGE_ROOTS = ("shared", "tools/scrun", "tools/scrun-anchor", "tools/scrun-stage",
-                 "tools/scrun-lua-check", "tools/lint-tree")  # fmt: skip
 
 
 # What an import statement names: `import M` is (M, None); `from P import X` is (P, X), where
@@ -33,10 +31,20 @@ class Module:
     eager: set[Named] = field(default_factory=set)  # those run when this module is imported
 
 
+def package_roots(tree: Path) -> list[str]:
+    """The folders that hold the import packages: pyproject.toml's packages.find `where`,
+    and this tool's own (not installed)."""
+    with open(tree / "pyproject.toml", "rb") as stream:
+        project = tomllib.load(stream)
+    return [*project["tool"]["setuptools"]["packages"]["find"]["where"], "tools/lint-tree"]
+
+
 def modules(tree: Path = TREE) -> dict[str, Module]:
     """Every module of the packages under `tree`, with what it imports."""
     found: dict[str, Module] = {}
-    for root in PACKAGE_ROOTS:
+    for root in package_roots(tree):
+        if not (tree / root).is_dir():
+            continue
         for path in sorted((tree / root).rglob("*.py")):
             if "build" in path.relative_to(tree / root).parts:
                 continue
@@ -72,7 +80,7 @@ def _statements(body: list[ast.stmt], eager: bool) -> Iterator[tuple[ast.stmt, b
     """Every statement in `body`, nested ones too, with whether it runs at import."""
     for node in body:
         yield node, eager
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             yield from _statements(node.body, eager=False)
         elif isinstance(node, ast.If) and _is_type_checking(node.test):
             yield from _statements(node.body, eager=False)
