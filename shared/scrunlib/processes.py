@@ -21,7 +21,10 @@ Three entries, by what the caller does with the child:
 Where subprocess is used it is imported in the function that needs it.
 
 plumbum is not used to run anything: the command lines are built as plain argument lists
-(scrunlib.slurm_commands), which it would only pass through, and its import costs 35-80 ms.
+(scrunlib.slurm_commands), which it would only pass through, and importing it costs more
+than the commands it would run: measured on the test machine (Python 3.11, median of 15),
+a bare interpreter starts in 10.3 ms, one that imports subprocess in 18.9 ms, one that
+imports plumbum in 72.5 ms (`-X importtime`: 58-72 ms cumulative).
 """
 
 from __future__ import annotations
