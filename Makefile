@@ -48,7 +48,7 @@ help:
 	@echo "make docker-up     start the private containerd + dockerd (the docker tests do it)"
 	@echo "make docker-down   stop them"
 	@echo "make env           print the exports:  eval \"\$$(make -s env)\""
-	@echo "make lint          ruff check, ruff format --check, mypy, shellcheck"
+	@echo "make lint          ruff check, ruff format --check, mypy, shellcheck, lint_tree"
 	@echo "make unit          tests not marked integration"
 	@echo "make integration   tests marked integration (starts the cluster if needed)"
 	@echo "make test          everything above, from nothing (what CI runs)"
@@ -101,6 +101,8 @@ lint: venv
 	$(BIN)/mypy shared tools
 	$(BIN)/mypy tests
 	shellcheck -x $(SHELL_SCRIPTS)
+	@# import circles, the hot path's imports, module length (tools/lint-tree)
+	PYTHONPATH=$(REPO)/tools/lint-tree $(BIN)/python -m lint_tree
 
 unit: venv
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS) tests

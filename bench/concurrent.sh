@@ -8,7 +8,7 @@ set -euo pipefail
 # The wall time (s) of `podman run --rm true` through runtime $1 (srun: `srun --chdir=/ --container`
 # alone), $2 of them at once.
 wall() {
-  local runtime="$1" count="$2" start end
+  local runtime="$1" count="$2" start end pids=()
   start="$(date +%s.%N)"
   for _ in $(seq "$count"); do
     if [ "$runtime" = srun ]; then
@@ -16,8 +16,10 @@ wall() {
     else
       podman --runtime "$runtime" run --rm localhost/busybox true &
     fi
+    pids+=("$!")
   done
-  wait
+  # (exit: this runs in a command substitution, where set -e does not apply)
+  wait_all "${pids[@]}" || exit 1
   end="$(date +%s.%N)"
   awk -v s="$start" -v e="$end" 'BEGIN {print e - s}'
 }

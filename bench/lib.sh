@@ -26,10 +26,22 @@ rounds() {
   shift
   for round in $(seq "$ROUNDS"); do
     echo "-- round $round of $ROUNDS"
+    # a failed run fails hyperfine, and the pipeline (pipefail); a grep without a match not
     hyperfine -N -r "$(((RUNS + ROUNDS - 1) / ROUNDS))" "${options[@]}" \
-      --export-json "$out.$round" "$@" | grep -E "Benchmark|Time" || true
+      --export-json "$out.$round" "$@" | { grep -E "Benchmark|Time" || true; }
   done
   python3 "$BENCH_DIR/merge_rounds.py" "$out".[0-9]* >"$out"
+}
+
+# Wait for the background runs whose pids are given; fail, saying how many failed, if any did
+# (a bare `wait` returns 0 whatever they returned).
+wait_all() {
+  local pid failed=0
+  for pid in "$@"; do wait "$pid" || failed=$((failed + 1)); done
+  if [ "$failed" != 0 ]; then
+    echo "bench: $failed of $# runs failed" >&2
+    return 1
+  fi
 }
 
 # VmRSS of a pid in kB.

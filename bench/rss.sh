@@ -9,12 +9,14 @@ trap 'podman rm -f -t 0 $(cat "$out"/name.* 2>/dev/null) >/dev/null 2>&1 || true
 
 # Start detached `sleep` containers named $1-1..$1-N at once; print each anchor's VmRSS (kB).
 anchors_rss() {
-  local prefix="$1" count="$2" i
+  local prefix="$1" count="$2" i pids=()
   for i in $(seq "$count"); do
     echo "$prefix-$i" >"$out/name.$prefix-$i"
     podman --runtime scrun run -d --name "$prefix-$i" localhost/busybox sleep 600 >/dev/null &
+    pids+=("$!")
   done
-  wait
+  # (exit: this runs in a command substitution, where set -e does not apply)
+  wait_all "${pids[@]}" || exit 1
   for i in $(seq "$count"); do rss_kb "$(podman inspect -f '{{.State.Pid}}' "$prefix-$i")"; done
   local names=()
   for i in $(seq "$count"); do names+=("$prefix-$i"); done
@@ -28,5 +30,6 @@ for i in $(seq 50); do
 done
 after="$(anchors_rss after 1)"
 echo "anchor RSS, one container: $((first / 1024)).$((first % 1024 * 10 / 1024)) MB before 50 sequential runs, $((after / 1024)).$((after % 1024 * 10 / 1024)) MB after"
-echo "anchor RSS, 16 containers at once: $(anchors_rss together 16 | summary)"
+together="$(anchors_rss together 16 | summary)"
+echo "anchor RSS, 16 containers at once: $together"
 nothing_left

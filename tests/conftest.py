@@ -8,6 +8,7 @@ import platform
 import subprocess
 
 import pytest
+from scrunlib import log
 
 # (name, argv...): the first line of the first command that answers is shown as it comes
 # (srun --version needs a slurm.conf on some releases: without the cluster's, the package's)
@@ -48,3 +49,11 @@ def first_version(argvs: list[list[str]]) -> str:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     versions = [f"{name}: {first_version(argvs)}" for name, argvs in VERSION_COMMANDS]
     return ["versions: " + "; ".join([*versions, f"python: {platform.python_version()}"])]
+
+
+@pytest.fixture(autouse=True)
+def default_logging():
+    """Each test leaves scrun's default logging behind, as each scrun process starts with it
+    (tests call the commands' mains in this process, which configure it)."""
+    yield
+    log.configure(log.LogSettings())

@@ -13,7 +13,7 @@ from scrunlib.errors import InvalidInput, reason
 from scrunlib.files import remove_tree, write_atomically
 from scrunlib.spool import dir_name
 
-TYPE_CHECKING = False  # `scrun create` imports this: no typing or dataclasses at run time
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 

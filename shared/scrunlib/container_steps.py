@@ -17,7 +17,8 @@ import shlex
 
 from scrunlib.errors import StateError
 from scrunlib.signals import SIGCONT, SIGSTOP
-from scrunlib.slurm import EXEC_STEP_NAME, Slurm, remote_command_argv
+from scrunlib.slurm import Slurm
+from scrunlib.slurm_commands import EXEC_STEP_NAME, remote_command_argv
 from scrunlib.state import ContainerState
 
 # `ps` columns when the caller names none: who, which, how long, what

@@ -34,7 +34,7 @@ def write(cache: str | None, key: str, text: str) -> None:
     """Best effort, atomic (a reader sees the old entry or the new): errors are ignored."""
     if not cache:
         return
-    try:  # noqa: SIM105 (contextlib.suppress: contextlib is not imported on create's path)
+    try:  # noqa: SIM105
         write_atomically(cache, f"{key}\n{text}")
     except OSError:
         pass

@@ -44,7 +44,7 @@ def remove_tree(path: str) -> None:
                 os.unlink(entry.path)
         except OSError:
             pass
-    try:  # noqa: SIM105 (contextlib.suppress: contextlib is not imported on this path)
+    try:  # noqa: SIM105
         os.rmdir(path)
     except OSError:
         pass

@@ -20,7 +20,7 @@ import os
 
 from scrunlib.options import Opt
 
-TYPE_CHECKING = False  # collections.abc costs create ~2 ms
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -122,7 +122,6 @@ class ReadyPipe:
         fd, self.fd = self.fd, None
         # create may have gone away, or the fd never was valid: nothing to tell then, and
         # an invalid fd must not keep the anchor from going on to end its job.
-        # (try/except, not contextlib.suppress: contextlib is not imported on create's path)
         try:  # noqa: SIM105
             os.write(fd, line.encode(errors="backslashreplace") + b"\n")
         except OSError:

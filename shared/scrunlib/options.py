@@ -13,7 +13,7 @@ from __future__ import annotations
 from scrunlib import log
 from scrunlib.errors import UsageError
 
-TYPE_CHECKING = False  # typing costs milliseconds on every call; annotations are lazy
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
@@ -73,10 +73,13 @@ def parse(
     *,
     stop_at_first_word: bool = False,
     what: str = "",
+    ignored: list[str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Parse `argv`; returns ({long name: value, True, count or list}, positional words).
 
-    `stop_at_first_word`: global options end at the command word (POSIX getopt)."""
+    `stop_at_first_word`: global options end at the command word (POSIX getopt). The note
+    on each option accepted and ignored is a debug line, or, given `ignored`, added to it for
+    the caller to log once logging is configured (by what it parses here)."""
     everything = [*options, HELP]
     prefix = f"{what}: " if what else ""
     try:
@@ -88,7 +91,11 @@ def parse(
         if opt is HELP:
             raise HelpRequested(usage)
         if opt.ignored:
-            log.debug(f"{prefix}ignoring option {flag}{'=' + value if opt.value else ''}")
+            note = f"{prefix}ignoring option {flag}{'=' + value if opt.value else ''}"
+            if ignored is None:
+                log.debug(note)
+            else:
+                ignored.append(note)
         elif opt.repeat and opt.value:
             values.setdefault(opt.long, []).append(value)
         elif opt.repeat:

@@ -22,7 +22,7 @@ import stat
 from scrunlib.errors import ScrunError, reason
 from scrunlib.userns import real_ids, real_root
 
-TYPE_CHECKING = False  # every scrun call imports this module: no typing or collections
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 

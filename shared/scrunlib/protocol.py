@@ -20,7 +20,7 @@ from scrunlib import leanjson
 from scrunlib.errors import AnchorError, reason
 from scrunlib.spool import socket_address
 
-TYPE_CHECKING = False  # typing costs milliseconds on every call
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
     from typing import Any

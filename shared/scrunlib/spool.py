@@ -24,7 +24,7 @@ from scrunlib.files import remove_tree
 from scrunlib.ownership import check_private_dir
 from scrunlib.userns import real_ids
 
-TYPE_CHECKING = False  # `scrun state` imports this module: no typing or collections
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 

@@ -16,7 +16,7 @@ from scrunlib.errors import LuaError, ScrunError, reason
 from scrunlib.files import write_atomically
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # the anchor imports this module: no typing or Lua records at run time
+if TYPE_CHECKING:
     from typing import Any
 
     from scrunlib.lua.records import StageContext
@@ -90,7 +90,7 @@ class PendingStageOut:
     @staticmethod
     def clear(spool: Spool) -> None:
         """Stage-out has run (well or not): nothing is pending any more."""
-        try:  # noqa: SIM105 (contextlib.suppress: not imported on create's path)
+        try:  # noqa: SIM105
             os.unlink(spool.stage_file)
         except FileNotFoundError:
             pass

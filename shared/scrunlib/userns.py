@@ -27,7 +27,7 @@ import os
 
 from scrunlib.errors import InvalidInput, ScrunError
 
-TYPE_CHECKING = False  # every scrun call imports this module: no typing, functools or re
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from scrunlib.job_options import (
     ANNOTATION_PREFIX,
-    KINDS,
     OUTPUT_VARIABLES,
     VARIABLES,
     JobVariable,
 )
-from scrunlib.slurm import SLURM_INPUT_PREFIXES
+from scrunlib.slurm_commands import SLURM_INPUT_PREFIXES
 from scrunlib.slurm_version import version_text
+from scrunlib.value_kinds import KINDS
 
 
 def markdown_table() -> str:

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import pytest
 from helpers import cmdline, from_other_checkout, is_this_checkouts_anchor
-from scrunlib.slurm import tagged_container
+from scrunlib.slurm_commands import tagged_container
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = REPO / "harness"
@@ -274,7 +274,7 @@ def _spool_dir_of_other_checkout(container_dir: Path) -> bool:
 def leftovers(env: Mapping[str, str]) -> list[str]:
     """Everything scrun should have cleaned up but did not (empty list: clean)."""
     problems = []
-    # Every job scrun allocates carries its job tag as comment (scrunlib.slurm.job_tag),
+    # Every job scrun allocates carries its job tag as comment (scrunlib.slurm_commands.job_tag),
     # whatever its name (SCRUN_JOB_NAME); a job a test made itself does not.
     squeue = subprocess.run(
         ["squeue", "-h", "-o", "%i %j %T %N %k"],

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scrunlib.job_options import VARIABLES
-from scrunlib.slurm import job_tag
+from scrunlib.slurm_commands import job_tag
 
 if TYPE_CHECKING:
     from conftest import Cluster

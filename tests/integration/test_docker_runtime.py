@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from helpers import wait_for
-from scrunlib.slurm import job_tag, tagged_container
+from scrunlib.slurm_commands import job_tag, tagged_container
 
 if TYPE_CHECKING:
     from conftest import Cluster, Docker

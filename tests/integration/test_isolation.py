@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from conftest import SEED_SCRIPT
 from helpers import wait_for
 from users import IMAGE, REPO, User, assert_users_clean, errors, pick_users
 
@@ -154,7 +155,7 @@ def test_b_cannot_run_in_as_job(
     bundle = cluster.bundle
     staged = bob.sh(
         f"{REPO}/.venv/bin/scrun-stage in --job-id {running.job} --bundle {bundle} "
-        f"--script {REPO}/tests/lua/seed_scrun.lua"
+        f"--script {SEED_SCRIPT}"
     )
     assert staged.returncode != 0, staged.stdout
     assert "not to you" in staged.stdout + staged.stderr, staged

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 from conftest import MAN_26_05_SCRIPT, SEED_SCRIPT, with_scratch_path
 from helpers import wait_for
-from scrunlib.slurm import job_tag
+from scrunlib.slurm_commands import job_tag
 
 if TYPE_CHECKING:
     import subprocess
@@ -78,7 +78,7 @@ def run_rm(
 
 def tagged_jobs(cluster: Cluster, container_id: str) -> dict[int, str]:
     """Job id → state of every job slurmctld still knows (MinJobAge) that scrun tagged
-    with `container_id` (salloc --comment, scrunlib.slurm.job_tag)."""
+    with `container_id` (salloc --comment, scrunlib.slurm_commands.job_tag)."""
     done = cluster.run(["scontrol", "-o", "show", "job"], timeout=30)
     assert done.returncode == 0, done.stderr
     jobs = {}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Cluster, Docker, Podman, SiteRuntime
-from scrunlib.slurm import tagged_container
+from scrunlib.slurm_commands import tagged_container
 
 IMAGE = "localhost/busybox"
 # Notices soon and reasons read often: the site's defaults (5 s, 30 s) would slow the tests.

@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from conftest import SEED_SCRIPT
 from helpers import wait_for
 from users import IMAGE, REPO, User, assert_users_clean, errors, pick_users, user_site
 
 if TYPE_CHECKING:
     from conftest import Cluster, SiteRuntime
-
-SEED_SCRIPT = REPO / "tests" / "lua" / "seed_scrun.lua"
 
 
 @pytest.fixture(scope="module")

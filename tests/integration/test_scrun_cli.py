@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from helpers import type_into_terminal, wait_for
-from scrunlib.slurm import job_tag
+from scrunlib.slurm_commands import job_tag
 
 if TYPE_CHECKING:
     from conftest import Cluster

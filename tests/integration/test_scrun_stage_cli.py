@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from scrunlib.slurm import job_tag
+from conftest import SEED_SCRIPT
+from scrunlib.slurm_commands import job_tag
 
 if TYPE_CHECKING:
     from conftest import Cluster
 
 REPO = Path(__file__).resolve().parents[2]
 SCRUN_STAGE = REPO / ".venv" / "bin" / "scrun-stage"
-SEED_SCRIPT = REPO / "tests" / "lua" / "seed_scrun.lua"
 SCRATCH = Path(f"/run/user/{os.getuid()}/slurm/scrun")
 ENDED = {"CANCELLED", "COMPLETED", "FAILED", "TIMEOUT"}
 

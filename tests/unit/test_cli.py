@@ -119,6 +119,18 @@ def test_verbose_and_debug_raise_the_stderr_level(root, options, level):
         log.configure(log.LogSettings())
 
 
+@pytest.mark.parametrize(("variable", "noted"), [("debug", True), ("info", False)])
+def test_ignored_global_options_are_noted_at_the_debug_level_asked_for(
+    root, monkeypatch, capsys, variable, noted
+):
+    """Logging is configured after the global options are read; their notes wait for it."""
+    monkeypatch.setenv("SCRUN_STDERR_DEBUG", variable)
+    assert main(["--systemd-cgroup", "--cgroup-manager", "cgroupfs", "delete", "-f", "no"]) == 0
+    err = capsys.readouterr().err
+    assert ("ignoring option --systemd-cgroup" in err) is noted
+    assert ("ignoring option --cgroup-manager=cgroupfs" in err) is noted
+
+
 def test_invalid_debug_variable_names_it(root, monkeypatch, capsys):
     monkeypatch.setenv("SCRUN_DEBUG", "loud")
     assert main(["state", "x"]) == 1

@@ -40,7 +40,9 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def container(tmp_path: Path, status: str = Status.RUNNING, **fields: object) -> Spool:
-    """A container whose anchor is this test process (alive), in job JOB on n[1-2]."""
+    """A container whose anchor is this test process (alive), in job JOB on n[1-2], its
+    step launched (step_pid)."""
+    fields.setdefault("step_pid", os.getpid())
     spool = Spool(str(tmp_path / "scrun"), "c1")
     os.makedirs(spool.root, mode=0o700, exist_ok=True)
     spool.create()
@@ -114,6 +116,13 @@ def test_pause_without_a_running_step_says_so(fp, site, tmp_path, capsys):
     fp.register([str(site / "squeue"), "-h", "-s", "-j", str(JOB), "-o", "%i %j"], stdout="")
     assert main(["pause", "c1"]) == 1
     assert f"has no running step in job {JOB}" in capsys.readouterr().err
+    assert status_of(Spool(str(tmp_path / "scrun"), "c1")) == Status.RUNNING
+
+
+def test_pause_while_the_job_is_queued_says_so(fp, site, tmp_path, capsys):
+    container(tmp_path, step_pid=None, job_state="PENDING")
+    assert main(["pause", "c1"]) == 1
+    assert f"has no process to pause yet: job {JOB} waits in the queue" in capsys.readouterr().err
     assert status_of(Spool(str(tmp_path / "scrun"), "c1")) == Status.RUNNING
 
 

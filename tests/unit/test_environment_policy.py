@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from scrunlib.lua.commands import command_env
 from scrunlib.siteconfig import SiteConfig
-from scrunlib.slurm import Slurm, command_environment
+from scrunlib.slurm import Slurm
+from scrunlib.slurm_commands import command_environment
 
 HOSTILE = {
     "SALLOC_PARTITION": "second",

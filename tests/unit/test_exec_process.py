@@ -9,7 +9,7 @@ import pytest
 from scrun_cli.main import main
 from scrunlib import exec_process
 from scrunlib.errors import InvalidInput, ScrunError
-from scrunlib.slurm import exec_argv
+from scrunlib.slurm_commands import exec_argv
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status
 

@@ -6,7 +6,6 @@ import pytest
 from scrunlib import job_options
 from scrunlib.errors import InvalidInput
 from scrunlib.job_options import (
-    KINDS,
     VARIABLES,
     JobRequest,
     Target,
@@ -14,6 +13,7 @@ from scrunlib.job_options import (
     merge_environment,
     unknown_variables,
 )
+from scrunlib.value_kinds import KINDS
 
 V2205 = (22, 5, 8)
 V2302 = (23, 2, 0)

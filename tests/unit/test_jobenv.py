@@ -10,7 +10,7 @@ from scrunlib import job_options
 from scrunlib.errors import SlurmError
 from scrunlib.job_options import unknown_variables
 from scrunlib.jobenv import container_job_env, output_variables, slurm_variables
-from scrunlib.slurm import parse_scontrol_record
+from scrunlib.slurm_commands import parse_scontrol_record
 from scrunlib.spool import Spool
 from scrunlib.users import group_name, user_name
 

@@ -1,6 +1,5 @@
-"""scrunlib.log: the same lines whether written directly (default levels) or through loguru
-(verbose and debug levels). That loguru stays unimported at the default levels is checked
-with the other imports in test_lean_imports."""
+"""scrunlib.log: every output gets its lines, in its format, at every level; that logging
+imports nothing the hot path may not is checked with the other imports in test_lean_imports."""
 
 import json
 import re
@@ -35,7 +34,7 @@ def write_lines(tmp_path, stderr_level):
     return (tmp_path / "log.json").read_text(), (tmp_path / "extra.log").read_text()
 
 
-@pytest.mark.parametrize("stderr_level", [INFO, DEBUG])  # directly, then through loguru
+@pytest.mark.parametrize("stderr_level", [INFO, DEBUG])
 def test_every_output_gets_its_lines(tmp_path, capsys, stderr_level):
     json_log, extra_log = write_lines(tmp_path, stderr_level)
     assert capsys.readouterr().err == "scrun-test: error: it {broke}\nscrun-test: just so\n"
@@ -62,3 +61,20 @@ def test_the_direct_path_keeps_sys_stderr_late_bound(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stderr", sys.stdout)
     log.error("to stdout now")
     assert capsys.readouterr().out == "scrun: error: to stdout now\n"
+
+
+def test_one_formatter_for_every_style():
+    log.configure(LogSettings(program="scrun-test"))
+    moment = 86400.25  # 1970-01-02, a quarter second past midnight UTC
+    assert log.format_line("stderr", INFO, "m", moment) == "scrun-test: m\n"
+    assert log.format_line("stderr", DEBUG, "m", moment) == "scrun-test: debug: m\n"
+    assert log.format_line("syslog", ERROR, "m", moment) == "m"
+    assert json.loads(log.format_line("json", DEBUG + 1, "m", moment)) == {
+        "level": "debug",
+        "msg": "m",
+        "time": "1970-01-02T00:00:00.250000Z",
+    }
+    assert re.fullmatch(
+        r"1970-01-02T00:00:00\.250000Z scrun-test\[\d+\]: error: m\n",
+        log.format_line("text", ERROR, "m", moment),
+    )

@@ -2,8 +2,9 @@
 
 The corpus under tests/lua_check/ is the specification of the checks: `bad/<name>.lua` holds
 one mistake and `bad/<name>.expect` the exact diagnostics (`line:CODE`, one per line);
-`clean/*.lua` must produce none, except where a `.expect` lists the warnings it may get (the
-man page's example, which splices paths unquoted into rsync commands).
+`clean/*.lua` must produce none; so must the man pages' example scripts the other tests run
+too (tests/lua/), except for the warnings their `.expect` lists (they splice paths unquoted
+into rsync commands).
 """
 
 from __future__ import annotations
@@ -33,8 +34,13 @@ from scrunlib.errors import UsageError
 
 CORPUS = Path(__file__).resolve().parent.parent / "lua_check"
 BAD = sorted((CORPUS / "bad").glob("*.lua"))
-CLEAN = sorted((CORPUS / "clean").glob("*.lua"))
-SEED = CORPUS / "clean" / "seed_scrun.lua"
+MAN_PAGE_EXAMPLES = CORPUS.parent / "lua"
+SEED = MAN_PAGE_EXAMPLES / "seed_scrun.lua"
+CLEAN = [
+    *sorted((CORPUS / "clean").glob("*.lua")),
+    SEED,
+    MAN_PAGE_EXAMPLES / "man_26_05_scrun.lua",
+]
 
 
 def codes_of(source: str) -> list[str]:

@@ -18,7 +18,7 @@ from scrunlib.errors import LuaError
 from scrunlib.lua import api
 from scrunlib.lua.commands import RecordingRunner, SubprocessRunner
 from scrunlib.lua.stage import StageContext, Stager, StageResult, find_script
-from scrunlib.slurm import remote_command_argv
+from scrunlib.slurm_commands import remote_command_argv
 
 STAGE_OUT_OK = "function slurm_scrun_stage_out() return slurm.SUCCESS end\n"
 

@@ -252,7 +252,7 @@ def test_job_env_from_the_job_record(
     import os
 
     from scrunlib.jobenv import slurm_variables
-    from scrunlib.slurm import parse_scontrol_record
+    from scrunlib.slurm_commands import parse_scontrol_record
 
     argv = args("in", bundle, slurm_conf, "--job-id", "123", "--script", str(ALLOCATOR_ONLY))
     report = json_report(capsys, argv)

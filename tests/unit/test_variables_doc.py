@@ -22,7 +22,7 @@ def test_module_entry_prints_the_docs_and_imports_only_the_standard_library():
     code = (
         "import runpy, sys; runpy.run_module('scrunlib.variables_doc', run_name='__main__');"
         "import scrunlib.jobenv;"
-        "heavy = {'plumbum', 'loguru', 'lupa'} & set(sys.modules); assert not heavy, heavy"
+        "heavy = {'plumbum', 'lupa'} & set(sys.modules); assert not heavy, heavy"
     )
     source = {**os.environ, "PYTHONPATH": str(REPO / "shared")}  # this tree, not the venv's copy
     out = subprocess.run(

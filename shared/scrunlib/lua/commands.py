@@ -6,9 +6,9 @@ The Lua runtime talks to a `CommandRunner`, never to subprocess directly, so tha
 `srun` inside the job. Unlike upstream (which waits forever) every command has a time limit,
 so a hung rsync cannot keep a container in `creating` for the job's whole time limit.
 
-On timeout the command's whole process group is killed and the runner raises
-`CommandTimeout`; the Lua runtime turns that into a Lua error at the script's line (the hook
-fails unless the script catches it with pcall). It never returns a made-up status, so a
+On timeout the command's whole process group is killed (scrunlib.processes) and the runner
+raises `CommandTimeout`; the Lua runtime turns that into a Lua error at the script's line
+(the hook fails unless the script catches it with pcall). It never returns a made-up status, so a
 script cannot mistake a killed rsync for one that finished.
 
 Exit status: `WEXITSTATUS`, and 128+N for a child killed by signal N (upstream reports 0).
@@ -16,25 +16,19 @@ Exit status: `WEXITSTATUS`, and 128+N for a child killed by signal N (upstream r
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scrunlib import siteconfig
-from scrunlib.errors import ScrunError, reason
+from scrunlib import processes, siteconfig
+from scrunlib.errors import ScrunError
 from scrunlib.lua.records import CommandKind
 from scrunlib.state import shell_exit_code
 from scrunlib.userns import as_real_user
 
 # Exit status reported when the command itself could not be started (a shell says the same).
 NOT_RUNNABLE = 127
-# After killing a timed-out command, how long to wait for its output pipe to close.
-_DRAIN_SECONDS = 5.0
 
 
 class CommandTimeout(Exception):
@@ -67,11 +61,11 @@ class CommandRunner(Protocol):
 def command_env(job_env: Sequence[str]) -> dict[str, str]:
     """A command's environment: the job env (`NAME=VALUE` entries, which scrun builds), or,
     as upstream, this process's own environment when the job env is empty, without Slurm's
-    input variables (scrunlib.slurm.command_environment: only SCRUN_* steer the job)."""
+    input variables (scrunlib.slurm_commands.command_environment: only SCRUN_* steer the job)."""
     env = dict(entry.split("=", 1) for entry in job_env if "=" in entry)
     if env:
         return env
-    from scrunlib.slurm import command_environment
+    from scrunlib.slurm_commands import command_environment
 
     return command_environment(os.environ, {})
 
@@ -101,7 +95,7 @@ class SubprocessRunner:
             srun = self._srun_path()
         except ScrunError as exc:
             return NOT_RUNNABLE, exc.message
-        from scrunlib.slurm import remote_command_argv
+        from scrunlib.slurm_commands import remote_command_argv
 
         child_env = dict(env)
         if self.slurm_conf:
@@ -116,74 +110,18 @@ class SubprocessRunner:
         return self._srun
 
 
-# The process groups of the commands running now; while _refusing, no new one starts. A
-# container removed during stage-in (its job cancelled while scrun.lua copies) ends them.
-_running: set[int] = set()
-_refusing = threading.Event()
-
-
-def cancel_running() -> None:
-    """Kill every command running now (their whole process groups) and start no new one
-    until allow_again(): the hook that runs them fails at once instead of running on."""
-    _refusing.set()
-    for group in list(_running):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal.SIGKILL)
-
-
-def allow_again() -> None:
-    """Commands run again (stage-out, after an abandoned stage-in has ended)."""
-    _refusing.clear()
-
-
 def run_command(argv: list[str], env: Mapping[str, str], timeout: float) -> tuple[int, str]:
-    """Run `argv` as the real user (scrunlib.userns) in its own process group, stdin from
-    /dev/null, output captured together.
-
-    The own process group lets a timeout kill the whole pipeline a script may have started.
-    """
-    if _refusing.is_set():
-        return NOT_RUNNABLE, "not run: the container is being removed"
+    """Run `argv` as the real user (scrunlib.userns) through scrunlib.processes, output
+    captured together; a shell's exit status (128+N for signal N)."""
     try:
-        proc = subprocess.Popen(
-            as_real_user(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=dict(env),
-            process_group=0,
-        )
-    except OSError as exc:
-        return NOT_RUNNABLE, f"cannot run {argv[0]}: {reason(exc)}"
-    except ScrunError as exc:
+        code, out, _ = processes.run(as_real_user(argv), env, timeout, merge_output=True)
+    except processes.CannotRun as exc:
+        return NOT_RUNNABLE, str(exc)
+    except processes.TimedOut as exc:
+        raise CommandTimeout(timeout, exc.output) from None
+    except ScrunError as exc:  # as_real_user: no unshare to run as the real user with
         return NOT_RUNNABLE, exc.message
-    _running.add(proc.pid)
-    try:
-        return _finish(proc, timeout)
-    finally:
-        _running.discard(proc.pid)
-
-
-def _finish(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, str]:
-    """Wait for `proc` (bounded), killing its process group on timeout."""
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):  # it already ended
-            os.killpg(proc.pid, signal.SIGKILL)
-        try:
-            out, _ = proc.communicate(timeout=_DRAIN_SECONDS)
-        except subprocess.TimeoutExpired:
-            # A grandchild that left the group still holds the pipe: stop reading.
-            out = b""
-            proc.kill()
-            proc.wait()
-        raise CommandTimeout(timeout, _text(out)) from None
-    return shell_exit_code(proc.returncode), _text(out)
-
-
-def _text(output: bytes | None) -> str:
-    return (output or b"").decode("utf-8", "surrogateescape")
+    return shell_exit_code(code), out
 
 
 @dataclass

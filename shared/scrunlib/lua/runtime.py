@@ -38,7 +38,7 @@ from scrunlib.lua.convert import (
     to_number,
 )
 from scrunlib.lua.records import CommandKind, CommandRecord, LogRecord, StageResult
-from scrunlib.lua.timestr import INVALID, time_str2mins
+from scrunlib.timestr import INVALID, time_str2mins
 
 # How often (in Lua VM instructions) a running hook checks its deadline: often enough to stop a
 # runaway loop within milliseconds, rarely enough to cost nothing measurable.

@@ -28,7 +28,7 @@ from types import FrameType
 
 from scrunlib import log, nodecheck, procio, protocol
 from scrunlib.errors import ScrunError, SlurmError, StateError
-from scrunlib.slurm import StepCommand, remote_command_argv, step_argv
+from scrunlib.slurm_commands import StepCommand, remote_command_argv, step_argv
 from scrunlib.state import Status, process_start_time, shell_exit_code
 
 from scrun_anchor.preparation import FAILED, QUEUED, READY
@@ -46,7 +46,7 @@ TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
 if TYPE_CHECKING:
     from typing import Any
 
-    from scrun_anchor.creation import Created
+    from scrun_anchor.created import Created
 
 
 class Container:
@@ -375,7 +375,7 @@ class Container:
             self.slurm.path("srun"), self.preparation_job_id(), script, "scrun-check"
         )
         try:
-            _, output, _ = self.slurm.run_direct(argv, timeout=self.site.step_grace + 10)
+            _, output, _ = self.slurm.run(argv, timeout=self.site.step_grace + 10)
         except SlurmError as exc:
             log.verbose(f"could not check the nodes: {exc.message}")
             return

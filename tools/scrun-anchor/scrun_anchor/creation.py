@@ -32,13 +32,13 @@ from scrunlib.slurm import Slurm
 from scrunlib.spool import SLURM_VERSION_CACHE, Spool, dir_name
 from scrunlib.state import ContainerState, Status, process_start_time
 
+from scrun_anchor.created import Created
 from scrun_anchor.preparation import FAILED, QUEUED, READY, Preparation, require_running
 from scrun_anchor.staging import load_stager
 from scrun_anchor.teardown import close_server, end_preparation
 
 TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
 if TYPE_CHECKING:
-    from _socket import socket as raw_socket
     from collections.abc import Callable
     from types import FrameType
 
@@ -82,35 +82,6 @@ class Undo:
                 function(*args)
             except Exception as exc:  # each undo step owns its errors; the rest must run
                 log.error(f"while undoing a failed create: {exc}")
-
-
-class Created:
-    """What creation leaves to serving (scrun_anchor.container.Container): the container
-    in state `created`, its job submitted or held, its preparation ready or under way, the
-    socket listening."""
-
-    def __init__(
-        self,
-        *,
-        spool: Spool,
-        state: ContainerState,
-        bundle: bundles.Bundle,
-        preparation: Preparation,
-        step_args: tuple[str, ...],
-        slurm: Slurm,
-        site: SiteConfig,
-        server: raw_socket,
-        pty_slave: int | None,
-        clock: PhaseClock,
-        notices: bool,
-    ) -> None:
-        self.spool, self.state, self.bundle = spool, state, bundle
-        self.preparation = preparation
-        self.step_args = step_args  # SCRUN_* options for the step's srun
-        self.slurm, self.site, self.server = slurm, site, server
-        self.pty_slave = pty_slave  # the console socket's pty, for the step
-        self.clock = clock  # the state's phase timings
-        self.notices = notices  # say on the container's stderr why its job waits
 
 
 class Creation:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 
 from scrunlib import bundle as bundles
-from scrunlib import jobenv, log
+from scrunlib import jobenv, log, processes
 from scrunlib.errors import ScrunError, SlurmError
 from scrunlib.slurm import Allocation, Slurm, Submission, cluster_name
 from scrunlib.slurm_version import SlurmVersion, runtime_makes_terminal
@@ -246,16 +246,14 @@ class Preparation:
                 log.error(exc.message)
             self.clock.stop("allocate")
         if self._worker is not None:
-            from scrunlib.lua import commands as lua_commands  # loaded with the stager
-
             worker, self._worker = self._worker, None
-            lua_commands.cancel_running()
+            processes.cancel_running()
             try:
                 if not worker.join(ABANDON_SECONDS):
                     log.error("stage-in did not end after its commands were killed")
                     self.staging = None  # its Lua state is busy: stage-out cannot run
             finally:
-                lua_commands.allow_again()
+                processes.allow_again()
         if self.phase not in (READY, FAILED):
             self._fail(ScrunError("the container was removed before it was ready"))
 

@@ -1,7 +1,8 @@
 """What every check needs: the tree, the scope facts, the Lua facts, and common questions.
 
 The questions several checks ask ("is this a call of slurm.X?", "which functions are the
-hooks?") are answered once here, so each check module holds only its own rule.
+hooks?") are answered once here, so each check module holds only its own rule. Facts only:
+the analyses over them (value flow, command uses) are scrun_lua_check.analyses.
 """
 
 from __future__ import annotations
@@ -10,18 +11,13 @@ import difflib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from scrunlib.lua import api
 
 from scrun_lua_check import nodes as n
-from scrun_lua_check.flow import ValueFlow, value_flow
 from scrun_lua_check.luaenv import LuaEnv
 from scrun_lua_check.report import Diagnostic
 from scrun_lua_check.scope import ScopeInfo, Variable
-
-if TYPE_CHECKING:
-    from scrun_lua_check.wrappers import CommandUse
 
 HOOK_NAMES = frozenset(hook.name for hook in api.HOOKS)
 # Calls that run a shell command: the slurm ones wait for the command; all of them block.
@@ -116,24 +112,6 @@ class LintContext:
             return f"slurm.{slurm_name}"
         library = self.library_call(node)
         return f"{library[0]}.{library[1]}" if library in SHELL_CALLS else None
-
-    @cached_property
-    def flow(self) -> ValueFlow:
-        """Which values assigned to locals may be read (scrun_lua_check.flow)."""
-        functions = [node for node in self.all_nodes if isinstance(node, n.Function)]
-        return value_flow(self.chunk, self.scopes, functions)
-
-    @cached_property
-    def command_uses(self) -> list[CommandUse]:
-        """Every call that runs a shell command, directly or through a wrapper."""
-        from scrun_lua_check.wrappers import command_uses
-
-        return command_uses(self)
-
-    @cached_property
-    def status_calls(self) -> set[n.Call]:
-        """The calls whose first result is a command's exit status (scrun_lua_check.wrappers)."""
-        return {use.call for use in self.command_uses if use.status}
 
     def assigned_variable(self, target: n.Node) -> Variable | None:
         """The local variable an assignment target (LocalName or Name) stores into."""

@@ -12,7 +12,7 @@ from scrunlib.log import LogSettings
 from scrunlib.ownership import check_private_dir
 from scrunlib.spool import SITE_CONFIG_CACHE, Spool, default_root, validate_id
 
-TYPE_CHECKING = False  # every scrun call imports this module: no typing, collections, functools
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 

@@ -20,14 +20,14 @@ import os
 from scrunlib import log
 from scrunlib.errors import ContainerNotFound, ScrunError, SlurmError
 from scrunlib.options import Opt, one_id, parse, usage_text
+from scrunlib.processes import ends_within
 from scrunlib.signals import SIGKILL, SIGTERM
-from scrunlib.spawn import ends_within
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, process_alive, process_stuck
 
 from scrun_cli.context import CommandContext
 
-TYPE_CHECKING = False  # collections.abc costs ~2 ms on every call
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

@@ -21,7 +21,7 @@ from scrunlib.userns import real_ids
 
 from scrun_cli.context import CommandContext
 
-TYPE_CHECKING = False  # collections.abc costs ~2 ms on every call
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -88,8 +88,9 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     if status != Status.RUNNING or state.job_id is None:
         raise StateError(f"container {container_id!r} is {status}: cannot exec")
 
-    # only here: subprocess and re, and plumbum once step_nodes runs, are no other command's cost
-    from scrunlib.slurm import NODE_CWD, Slurm, exec_argv
+    # only here: subprocess and re are no other command's cost
+    from scrunlib.slurm import Slurm
+    from scrunlib.slurm_commands import NODE_CWD, exec_argv
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
     steps = slurm.step_ids(state.job_id, state.step_name)

@@ -19,7 +19,7 @@ from scrunlib.state import ContainerState, Status, process_stuck
 
 from scrun_cli.context import CommandContext
 
-TYPE_CHECKING = False  # collections.abc costs ~2 ms on every call
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

@@ -19,7 +19,7 @@ from scrunlib.ownership import restrict_umask
 
 from scrun_cli.context import CommandContext
 
-TYPE_CHECKING = False  # typing (and collections, importlib) cost milliseconds on every call
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, NoReturn
@@ -130,16 +130,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     # a traceback only for `--debug` among the global options (before the command word)
     debug = "--debug" in words[: next((i for i, w in enumerate(words) if w in COMMANDS), None)]
     try:
-        # The SCRUN_*DEBUG levels apply from the start (to the ignored-option debug lines);
-        # -v, --debug and --log once the global options are known.
-        log.configure(LogSettings.from_env(os.environ))
-        values, rest = parse(words, GLOBAL_OPTIONS, USAGE, stop_at_first_word=True)
+        # Logging is configured once, from SCRUN_*DEBUG and the global options (-v, --debug,
+        # --log); the notes on global options ignored wait for it.
+        ignored: list[str] = []
+        values, rest = parse(words, GLOBAL_OPTIONS, USAGE, stop_at_first_word=True, ignored=ignored)
         if values.get("version"):
             rest = ["version"]
         elif values.get("usage"):
             sys.stdout.write(SHORT_USAGE)
             return 0
         ctx = _context(values)
+        for note in ignored:
+            log.debug(note)
         if not rest:
             raise UsageError("no command given (try `scrun --help`)")
         command = rest[0].lower()

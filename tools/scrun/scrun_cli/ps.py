@@ -56,9 +56,7 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
     steps = container_steps(slurm, state)
-    code, out, err = slurm.run_direct(
-        ps_argv(slurm, state, steps, ps_options or list(DEFAULT_PS_OPTIONS))
-    )
+    code, out, err = slurm.run(ps_argv(slurm, state, steps, ps_options or list(DEFAULT_PS_OPTIONS)))
     if code != 0:
         raise ScrunError(f"ps on {state.nodes} failed: {last_line(err or out)}")
     sys.stdout.write(ps_table(out))

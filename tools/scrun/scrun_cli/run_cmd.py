@@ -18,7 +18,7 @@ from scrun_cli import create
 from scrun_cli.context import CommandContext
 from scrun_cli.delete import delete_container
 
-TYPE_CHECKING = False  # collections.abc costs ~2 ms on every call
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

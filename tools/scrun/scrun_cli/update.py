@@ -122,9 +122,7 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     from scrunlib.slurm import Slurm, last_line
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
-    code, out, err = slurm.run_direct(
-        update_argv(slurm.path("scontrol"), state.job_id, str(time_limit))
-    )
+    code, out, err = slurm.run(update_argv(slurm.path("scontrol"), state.job_id, str(time_limit)))
     if code != 0:
         raise ScrunError(f"update: job {state.job_id}: {last_line(err or out)}")
     log.verbose(f"update: job {state.job_id} time limit {time_limit}")

@@ -12,7 +12,7 @@ from scrunlib.spool import SLURM_VERSION_CACHE
 
 from scrun_cli.context import CommandContext
 
-TYPE_CHECKING = False  # collections.abc costs ~2 ms on every call
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from scrun_lua_check.analyses import Analyses, analyse_script
 from scrun_lua_check.checks.commands import check_command_results
 from scrun_lua_check.checks.failures import check_ignored_failures, check_nil_checks
 from scrun_lua_check.checks.hooks import check_hooks
@@ -22,26 +23,32 @@ from scrun_lua_check.checks.variables import (
 )
 from scrun_lua_check.context import LintContext
 
-CHECKS: tuple[Callable[[LintContext], None], ...] = (
+# Checks that read the facts only, then the ones that also read the shared analyses.
+FACT_CHECKS: tuple[Callable[[LintContext], None], ...] = (
     check_globals,
     check_library_fields,
-    check_unused,
-    check_unused_values,
     check_shadowing,
     check_hooks,
     check_hook_returns,
     check_chunk_return,
     check_slurm_uses,
-    check_command_results,
-    check_shell_splices,
-    check_ignored_failures,
     check_nil_checks,
     check_root_path,
     check_requires,
+)
+ANALYSIS_CHECKS: tuple[Callable[[LintContext, Analyses], None], ...] = (
+    check_unused,
+    check_unused_values,
+    check_command_results,
+    check_shell_splices,
+    check_ignored_failures,
     check_placement,
 )
 
 
 def run_checks(ctx: LintContext) -> None:
-    for check in CHECKS:
+    for check in FACT_CHECKS:
         check(ctx)
+    analyses = analyse_script(ctx)
+    for analysis_check in ANALYSIS_CHECKS:
+        analysis_check(ctx, analyses)

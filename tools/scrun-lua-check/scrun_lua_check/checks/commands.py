@@ -8,13 +8,14 @@ for the script's own wrapper that returns their STATUS (scrun_lua_check.wrappers
 from __future__ import annotations
 
 from scrun_lua_check import nodes as n
+from scrun_lua_check.analyses import Analyses
 from scrun_lua_check.context import LintContext
 from scrun_lua_check.scope import read_later
 from scrun_lua_check.wrappers import status_destination
 
 
-def check_command_results(ctx: LintContext) -> None:
-    for use in ctx.command_uses:
+def check_command_results(ctx: LintContext, analyses: Analyses) -> None:
+    for use in analyses.command_uses:
         if not use.status:
             continue
         how, target = status_destination(use.call)
@@ -26,7 +27,7 @@ def check_command_results(ctx: LintContext) -> None:
             ctx.report(
                 use.call, "W801", f"the result of {use.name} is discarded: check its exit status"
             )
-        elif isinstance(target, (n.Name, n.LocalName)) and not status_read(ctx, target):
+        elif isinstance(target, (n.Name, n.LocalName)) and not status_read(ctx, analyses, target):
             ctx.report(
                 use.call,
                 "W802",
@@ -35,22 +36,22 @@ def check_command_results(ctx: LintContext) -> None:
             )
 
 
-def status_targets(ctx: LintContext) -> set[n.Node]:
+def status_targets(analyses: Analyses) -> set[n.Node]:
     """Targets that receive the STATUS of a command (W802 speaks for them)."""
-    found: set[n.Node] = set()
-    for call in ctx.status_calls:
+    targets: set[n.Node] = set()
+    for call in analyses.status_calls:
         how, target = status_destination(call)
         if how == "stored" and target is not None:
-            found.add(target)
-    return found
+            targets.add(target)
+    return targets
 
 
-def status_read(ctx: LintContext, target: n.Name | n.LocalName) -> bool:
+def status_read(ctx: LintContext, analyses: Analyses, target: n.Name | n.LocalName) -> bool:
     """Whether the value stored into `target` can be read later (`_`-names mean 'ignored')."""
     if target.name.startswith("_"):
         return True
-    if ctx.flow.tracks(target):
-        return ctx.flow.is_used(target)
+    if analyses.flow.tracks(target):
+        return analyses.flow.is_used(target)
     if isinstance(target, n.LocalName):
         return bool(ctx.scopes.declared[target].reads)
     accesses = ctx.scopes.accesses_of(target)

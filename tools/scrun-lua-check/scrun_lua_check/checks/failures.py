@@ -11,6 +11,7 @@ value" instead of being handled.
 from __future__ import annotations
 
 from scrun_lua_check import nodes as n
+from scrun_lua_check.analyses import Analyses
 from scrun_lua_check.checks.returns import terminates
 from scrun_lua_check.context import LintContext
 from scrun_lua_check.scope import Variable
@@ -20,8 +21,8 @@ from scrun_lua_check.wrappers import called_function
 Path = tuple[Variable | str, ...]
 
 
-def check_ignored_failures(ctx: LintContext) -> None:
-    wrapped = {use.call for use in ctx.command_uses}  # W801 speaks for those
+def check_ignored_failures(ctx: LintContext, analyses: Analyses) -> None:
+    wrapped = {use.call for use in analyses.command_uses}  # W801 speaks for those
     for node in ctx.all_nodes:
         if not isinstance(node, n.CallStat) or not isinstance(node.call, n.Call):
             continue

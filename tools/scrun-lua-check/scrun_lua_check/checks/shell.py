@@ -11,6 +11,7 @@ calls through the script's own wrappers are checked at the wrapper's call
 from __future__ import annotations
 
 from scrun_lua_check import nodes as n
+from scrun_lua_check.analyses import Analyses
 from scrun_lua_check.commandtext import DOUBLE_QUOTED, LUA_QUOTED, UNQUOTED, analyse
 from scrun_lua_check.context import LintContext
 
@@ -25,8 +26,8 @@ WHY = {
 }
 
 
-def check_shell_splices(ctx: LintContext) -> None:
-    for use in ctx.command_uses:
+def check_shell_splices(ctx: LintContext, analyses: Analyses) -> None:
+    for use in analyses.command_uses:
         found: dict[str, dict[str, None]] = {}
         for command in use.commands:
             for node, problem in analyse(ctx, command).problems:

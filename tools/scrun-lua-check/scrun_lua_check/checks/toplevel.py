@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from scrun_lua_check import nodes as n
+from scrun_lua_check.analyses import Analyses
 from scrun_lua_check.commandtext import Text, pieces
 from scrun_lua_check.context import LintContext
 
@@ -28,9 +29,9 @@ PRINTING_COMMANDS = frozenset(
 )
 
 
-def check_placement(ctx: LintContext) -> None:
+def check_placement(ctx: LintContext, analyses: Analyses) -> None:
     check_calls(ctx)
-    for use in ctx.command_uses:
+    for use in analyses.command_uses:
         if ctx.command_call(use.call) != "os.execute":  # a direct call, not through a wrapper
             continue
         program = printing_program(ctx, use.commands[0])

@@ -9,6 +9,7 @@ are not reported again as undefined (the W111 on the assignment already points a
 from __future__ import annotations
 
 from scrun_lua_check import nodes as n
+from scrun_lua_check.analyses import Analyses
 from scrun_lua_check.checks.commands import status_targets
 from scrun_lua_check.context import (
     HOOK_NAMES,
@@ -60,11 +61,11 @@ def check_library_fields(ctx: LintContext) -> None:
             )
 
 
-def check_unused(ctx: LintContext) -> None:
+def check_unused(ctx: LintContext, analyses: Analyses) -> None:
     for variable in ctx.scopes.variables:
         if variable.reads or variable.name.startswith("_") or variable.attrib == "close":
             continue
-        if variable.name in HOOK_NAMES or holds_command_status(ctx, variable):
+        if variable.name in HOOK_NAMES or holds_command_status(analyses, variable):
             continue  # reported as E502 (a local hook) or W802 (status never read)
         what = f"{variable.kind.value} '{variable.name}'"
         if variable.kind is VarKind.ARG:
@@ -78,17 +79,17 @@ def check_unused(ctx: LintContext) -> None:
             ctx.report(variable.decl, "W211", f"unused {what}")
 
 
-def check_unused_values(ctx: LintContext) -> None:
+def check_unused_values(ctx: LintContext, analyses: Analyses) -> None:
     """luacheck's W311: a value stored in a local that no path reads before it is overwritten
     or goes out of scope. Variables never read at all are W211/W231; command statuses W802."""
-    skip = status_targets(ctx)
-    for target in ctx.flow.assigned - ctx.flow.used:
+    skip = status_targets(analyses)
+    for target in analyses.flow.assigned - analyses.flow.used:
         variable = ctx.assigned_variable(target)
         if variable is None or target in skip or not variable.reads:
             continue
         if variable.name.startswith("_") or variable.attrib == "close":
             continue
-        command = output_of(ctx, target)
+        command = output_of(analyses, target)
         what = (
             f"the OUTPUT of {command} stored in '{variable.name}' is never read afterwards"
             " (the command's messages are lost; log them when it fails)"
@@ -99,7 +100,7 @@ def check_unused_values(ctx: LintContext) -> None:
         ctx.report(target, "W311", what)
 
 
-def output_of(ctx: LintContext, target: n.Node) -> str | None:
+def output_of(analyses: Analyses, target: n.Node) -> str | None:
     """The command (as named in messages) whose OUTPUT, its second result, `target` receives."""
     assigned = n.assignment(target.parent)
     if assigned is None:
@@ -108,11 +109,11 @@ def output_of(ctx: LintContext, target: n.Node) -> str | None:
     position = next(i for i, t in enumerate(targets) if t is target)
     if not values or position != len(values):
         return None  # not the result right after the last value's first one
-    return next((use.name for use in ctx.command_uses if use.call is values[-1]), None)
+    return next((use.name for use in analyses.command_uses if use.call is values[-1]), None)
 
 
-def holds_command_status(ctx: LintContext, variable: Variable) -> bool:
-    return any(value in ctx.status_calls for value in variable.values)
+def holds_command_status(analyses: Analyses, variable: Variable) -> bool:
+    return any(value in analyses.status_calls for value in variable.values)
 
 
 def check_shadowing(ctx: LintContext) -> None:

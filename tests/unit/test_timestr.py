@@ -4,7 +4,7 @@ and the forms Slurm rejects."""
 from __future__ import annotations
 
 import pytest
-from scrunlib.lua.timestr import INVALID, UNLIMITED, time_str2mins
+from scrunlib.timestr import INVALID, UNLIMITED, time_str2mins
 
 SPEC_TABLE = [
     ("90", 90),

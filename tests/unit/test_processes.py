@@ -1,10 +1,13 @@
-"""scrunlib.spawn: what salloc is started with, and how the anchor waits for it."""
+"""scrunlib.processes: what salloc is started with and how the anchor waits for it; what a
+bounded run returns, and how it ends a child that overruns."""
 
 import os
 import signal
+import time
 
 import pytest
-from scrunlib.spawn import spawn
+from scrunlib import processes
+from scrunlib.processes import spawn
 
 
 def run_reading(argv: list[str]) -> tuple[int | None, str]:
@@ -64,3 +67,28 @@ def test_wait_is_bounded_and_the_session_can_be_signalled():
 def test_a_program_that_cannot_run_is_an_oserror():
     with pytest.raises(OSError):
         spawn(["/nonexistent/salloc"], {}, stdin=0, stdout=1, stderr=2)
+
+
+def test_a_bounded_run_returns_status_and_both_outputs():
+    script = "echo out; echo err >&2; exit 3"
+    assert processes.run(["/bin/sh", "-c", script], {}, 10) == (3, "out\n", "err\n")
+    merged = processes.run(["/bin/sh", "-c", script], {}, 10, merge_output=True)
+    assert merged == (3, "out\nerr\n", "")
+
+
+def test_an_overrunning_run_has_its_whole_group_killed(tmp_path):
+    """A script's pipeline dies with it: the grandchild that would write later never does."""
+    marker = tmp_path / "late"
+    script = f"echo started; (sleep 2; touch {marker}) & sleep 30"
+    with pytest.raises(
+        processes.TimedOut, match=r"^sh did not finish in 0\.5 s and was killed$"
+    ) as info:
+        processes.run(["/bin/sh", "-c", script], {}, 0.5)
+    assert info.value.output == "started\n"
+    time.sleep(2.5)
+    assert not marker.exists()
+
+
+def test_a_program_that_cannot_start_is_named():
+    with pytest.raises(processes.CannotRun, match=r"^cannot run /nonexistent/x: "):
+        processes.run(["/nonexistent/x"], {}, 10)

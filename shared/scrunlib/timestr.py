@@ -1,8 +1,9 @@
-"""`slurm.time_str2mins`: Slurm's time-limit syntax → minutes, in pure Python.
+"""Slurm's time-limit syntax → minutes, in pure Python: scrun.lua's `slurm.time_str2mins`,
+and the check of SCRUN_TIME_LIMIT and the other time options (scrunlib.job_options).
 
-Kept apart from the Lua runtime so scrun-lua-check and the anchor's option checks can use the
-same parser without loading Lua. The rules are those of Slurm's `time_str2mins`
-(src/common/parse_time.c), including its odd corners (`"1-"` is one day).
+Not part of the Lua package: the anchor's option checks use it without loading Lua. The
+rules are those of Slurm's `time_str2mins` (src/common/parse_time.c), including its odd
+corners (`"1-"` is one day).
 """
 
 from __future__ import annotations

@@ -1,0 +1,244 @@
+"""Slurm's command lines, composed as argument lists (no value ever reaches a shell), and
+the reading of their output: pure functions, unit-tested without Slurm
+(tests/unit/test_slurm_commands.py). scrunlib.slurm runs them.
+
+Everything version-specific lives here: Slurm 22.05 (Debian 12) has no `--container-id`
+and runs at most one task per node in a container step; 23.02+ tags the step with the
+container id so `squeue`/`scontrol` show it.
+"""
+
+from __future__ import annotations
+
+from scrunlib.slurm_version import SlurmVersion, supports_container_id
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+# Slurm's commands take options from these input variables (SALLOC_PARTITION,
+# SQUEUE_FORMAT, SCANCEL_SIGNAL, SLURM_TIMELIMIT, ...). Only SCRUN_* variables steer a
+# container's job, as with upstream's scrun, which calls Slurm's API: these are removed from
+# the environment of every Slurm command scrun runs (`command_environment`).
+SLURM_INPUT_PREFIXES = (
+    "SALLOC_",
+    "SBATCH_",
+    "SRUN_",
+    "SQUEUE_",
+    "SCANCEL_",
+    "SCONTROL_",
+    "SINFO_",
+    "SACCT_",
+    "SLURM_",
+)
+
+
+def command_environment(environ: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a Slurm command: `environ` without Slurm's input variables, plus
+    `own`, what scrun sets itself (SLURM_CONF; for a step, the job's SLURM_* variables). The
+    one place that decides what of the caller's environment reaches Slurm."""
+    env = {
+        name: value for name, value in environ.items() if not name.startswith(SLURM_INPUT_PREFIXES)
+    }
+    env.update(own)
+    return env
+
+
+JOB_TAG_PREFIX = "scrun:"
+
+
+def job_tag(container_id: str) -> str:
+    """The comment every job scrun allocates carries (`salloc --comment`), so the job of a
+    container can be found (and cancelled) before salloc has told us its id."""
+    return JOB_TAG_PREFIX + container_id
+
+
+def tagged_container(comment: str) -> str | None:
+    """The container id a job's comment names, None when it is not scrun's tag."""
+    return comment.removeprefix(JOB_TAG_PREFIX) if comment.startswith(JOB_TAG_PREFIX) else None
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# The keys of `scontrol -o show job` records (Slurm 22.05 to 24.11), and those whose values
+# are free text, which may hold spaces and even `word=word` (a job named "train gpt", a
+# comment). A free-text value runs on to the next known key; any other value ends at the
+# next token that looks like `Key=` (a key newer Slurm added included).
+JOB_RECORD_KEYS = _words(
+    "JobId ArrayJobId ArrayTaskId ArrayTaskThrottle HetJobId HetJobOffset HetJobIdSet JobName "
+    "UserId GroupId MCS_label Priority Nice Account QOS JobState Reason Dependency Requeue "
+    "Restarts BatchFlag Reboot ExitCode DerivedExitCode RunTime TimeLimit TimeMin SubmitTime "
+    "EligibleTime AccrueTime StartTime EndTime Deadline PreemptEligibleTime PreemptTime "
+    "SuspendTime SecsPreSuspend LastSchedEval ResizeTime Scheduler Partition AllocNode:Sid "
+    "ReqNodeList ExcNodeList NodeList SchedNodeList BatchHost NumNodes NumCPUs NumTasks "
+    "CPUs/Task ReqB:S:C:T TRES ReqTRES AllocTRES Socks/Node NtasksPerN:B:S:C CoreSpec "
+    "MinCPUsNode MinMemoryNode MinMemoryCPU MinTmpDiskNode Features Prefer DelayBoot "
+    "OverSubscribe Contiguous Licenses LicensesAlloc Network Command WorkDir AdminComment "
+    "SystemComment Comment StdErr StdIn StdOut Power Container ContainerID CpusPerTres "
+    "MemPerTres TresBind TresFreq TresPerJob TresPerNode TresPerSocket TresPerTask MailUser "
+    "MailType NtasksPerTRES CPU_Bind_Type Reservation BurstBuffer BurstBufferState CpuFreqMin "
+    "CpuFreqMax CpuFreqGov OOMKillStep ResvPorts SegmentSize StepMgrEnabled Clusters "
+    "ClusterFeatures Switches Wait4Switch"
+)
+FREE_TEXT_KEYS = _words(
+    "JobName Comment AdminComment SystemComment Command WorkDir StdErr StdIn StdOut Reason "
+    "Features Prefer Dependency Licenses Network MailUser Container Reservation BurstBuffer "
+    "ClusterFeatures"
+)
+_KEY_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_/:")
+
+
+def parse_scontrol_record(text: str) -> dict[str, str]:
+    """The first record of `scontrol -o show job` output (one line of Key=Value fields,
+    separated by spaces) → dict. A value ends where the next field begins (see
+    JOB_RECORD_KEYS), so values with spaces are whole; trailing spaces are dropped."""
+    line = next((line for line in text.splitlines() if line.strip()), "")
+    record: dict[str, str] = {}
+    key: str | None = None
+    for token in line.split(" "):
+        name, sep, value = token.partition("=")
+        looks_like_key = bool(sep and name[:1].isalpha() and _KEY_CHARACTERS.issuperset(name))
+        if looks_like_key and (name in JOB_RECORD_KEYS or key not in FREE_TEXT_KEYS):
+            key = name
+            record[key] = value
+        elif key is not None:
+            record[key] += " " + token
+    return {name: value.rstrip() for name, value in record.items()}
+
+
+# The working directory of scrun's steps on the node (they use absolute paths only). srun's
+# default, its own cwd, may exist only in the caller's mount namespace (rootless dockerd's
+# shim runs in the bundle under rootlesskit's private /run). Slurm 24.11 then fails a
+# container step and prints "couldn't chdir" into a plain step's stderr (22.05: the reverse).
+NODE_CWD = "/"
+
+
+class StepCommand:
+    """Everything that goes into the container's `srun` line."""
+
+    __slots__ = ("args", "bundle", "container_id", "extra_args", "job_id", "job_name", "pty")
+
+    def __init__(
+        self,
+        job_id: int,
+        bundle: str,
+        args: Sequence[str],
+        container_id: str,
+        job_name: str = "scrun",
+        pty: bool = False,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.job_id, self.bundle, self.args = job_id, bundle, args
+        self.container_id, self.job_name, self.pty = container_id, job_name, pty
+        self.extra_args = extra_args
+
+
+def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:
+    """The container step: `srun --jobid J --container B ... -- args`."""
+    # --export=NONE: the container's environment is its config.json's (slurmstepd adds the
+    # job's SLURM_* variables); and srun does not resolve the command against the host PATH.
+    argv = [
+        srun,
+        "--jobid",
+        str(step.job_id),
+        "--job-name",
+        step.job_name,
+        "--quiet",
+        "--export=NONE",
+        "--container",
+        step.bundle,
+        f"--chdir={NODE_CWD}",
+    ]
+    if supports_container_id(version):
+        argv += ["--container-id", step.container_id]
+    if step.pty:
+        argv.append("--pty")
+    argv += list(step.extra_args)
+    argv.append("--")
+    argv += list(step.args)
+    return argv
+
+
+# the name of `scrun exec`'s steps
+EXEC_STEP_NAME = "scrun-exec"
+
+
+def exec_argv(srun: str, job_id: int, node: str, command: str, *, pty: bool) -> list[str]:
+    """`scrun exec`: one task on `node`, beside the container's step (--overlap), running
+    `command` (the node's OCI runtime entering the container) under /bin/sh."""
+    argv = [srun, "--jobid", str(job_id), "--job-name", EXEC_STEP_NAME, "--quiet", "--overlap"]
+    argv += ["--nodes=1", "--ntasks=1", f"--nodelist={node}", f"--chdir={NODE_CWD}"]
+    if pty:
+        argv.append("--pty")
+    return [*argv, "--", "/bin/sh", "-c", command]
+
+
+def remote_command_argv(
+    srun: str, job_id: int, script: str, job_name: str = "lua-command", nodes: str | None = None
+) -> list[str]:
+    """`slurm.remote_command` (and scrunlib.nodecheck's check): the script on every node
+    of the job, one task each, in NODE_CWD (scrun's own cwd is this host's). `nodes`: the
+    job's node list, which srun needs for that when its environment is not the job's (it
+    then runs one task on the first node only)."""
+    argv = [
+        srun,
+        "--jobid",
+        str(job_id),
+        "--quiet",
+        "--job-name",
+        job_name,
+        "--ntasks-per-node=1",
+        "--overlap",
+        f"--chdir={NODE_CWD}",
+    ]
+    if nodes:
+        argv.append(f"--nodelist={nodes}")
+    return [*argv, "--", "/bin/sh", "-c", script]
+
+
+# What salloc runs for the container's life (salloc ends the job with its exit status):
+# print the job id and its nodes once they are ready, then wait for the container's status
+# on stdin, `N` (exit N) or `-N` (killed by signal N). EOF (the anchor died) leaves the job
+# to `scrun delete`. A job ended by Slurm (scancel, time limit) ends this shell and keeps its state.
+JOB_HOLDER = (
+    'echo "$SLURM_JOB_ID $SLURM_JOB_NODELIST"; exec >/dev/null; '
+    "read status || exec sleep 2147483647; "
+    'case $status in -*) kill -"${status#-}" $$ ;; esac; exit "$status"'
+)
+
+
+def salloc_argv(
+    salloc: str, job_name: str, container_id: str, options: Sequence[str], version: SlurmVersion
+) -> list[str]:
+    """A new allocation held by salloc running JOB_HOLDER, tagged with the container id."""
+    argv = [
+        salloc,
+        "--wait-all-nodes=1",
+        # without it, salloc waits for the holder for ever once scancel or a time limit
+        # has ended the job; with it, the holder gets SIGTERM and salloc goes
+        "--kill-command=TERM",
+        f"--job-name={job_name}",
+        f"--comment={job_tag(container_id)}",
+    ]
+    if supports_container_id(version):
+        argv.append(f"--container-id={container_id}")
+    return [*argv, *options, "--", "/bin/sh", "-c", JOB_HOLDER]
+
+
+def job_exit_status(exit_code: int) -> str:
+    """What JOB_HOLDER reads for the container's exit code: 128+N (a shell's report of
+    signal N) as the signal itself, so the job's record says 0:N, not 128+N:0."""
+    if 128 < exit_code <= 128 + 64:
+        return f"-{exit_code - 128}"
+    return str(exit_code)
+
+
+def cancel_argv(
+    scancel: str, job_id: int, signal: int | None = None, step_id: int | None = None
+) -> list[str]:
+    target = f"{job_id}.{step_id}" if step_id is not None else str(job_id)
+    argv = [scancel, "--quiet"]
+    if signal is not None:
+        argv.append(f"--signal={signal}")
+    return [*argv, target]

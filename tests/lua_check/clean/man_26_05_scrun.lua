@@ -1,1 +1,0 @@
-../../lua/man_26_05_scrun.lua

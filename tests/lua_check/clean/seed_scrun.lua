@@ -1,1 +1,0 @@
-../../lua/seed_scrun.lua
