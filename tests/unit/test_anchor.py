@@ -328,6 +328,9 @@ def queued(fp, site, spool, bundle) -> Iterator[Container]:
     yield container
     (site.bin / "salloc.revoke").touch()  # a test that did not end it: end its salloc
     container.preparation.abandon()
+    allocation = container.preparation.allocation
+    if allocation is not None:  # granted and not stopped: end its salloc and holder
+        allocation.reap(timeout=0)
 
 
 def wait_for_preparation(container: Container) -> None:
