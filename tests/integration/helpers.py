@@ -126,16 +126,20 @@ TERMINAL_PROGRAM = (
 )
 
 
-def assert_terminal_session(argv: list[str], env: dict[str, str]) -> None:
+def assert_terminal_session(
+    argv: list[str], env: dict[str, str], *, size_at_start: bool = True
+) -> None:
     """`argv` (an engine's `exec -it`) runs TERMINAL_PROGRAM on a 33x101 terminal that
-    becomes 40x120: the process has a terminal, sees both sizes and the typed line, no
-    stray byte comes first, and the exit code returns."""
+    becomes 40x120: the process has a terminal, sees both sizes (the first only with
+    `size_at_start`) and the typed line, no stray byte comes first, and the exit code
+    returns."""
     code, shown = session_on_terminal(
         [*argv, "sh", "-c", TERMINAL_PROGRAM], env, (33, 101), b"33 101", b"typed\r", (40, 120)
     )
     text = shown.decode(errors="replace")
     assert code == 5, text
-    assert shown.startswith(b"terminal\r\n33 101\r\n"), shown  # nothing before, no NUL
+    first = b"terminal\r\n33 101\r\n" if size_at_start else b"terminal\r\n"
+    assert shown.startswith(first), shown  # nothing before, no NUL
     assert b"\0" not in shown, shown
     assert "got typed\r\n40 120\r\n" in text, text
 
