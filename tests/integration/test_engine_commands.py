@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import users
 from helpers import assert_terminal_session, wait_for
-from scrunlib.slurm_version import parse_version
 
 if TYPE_CHECKING:
     from conftest import Cluster, Docker, Podman
@@ -164,19 +163,14 @@ def test_podman_top_with_ps_options_runs_ps_in_the_container(
     assert done.stdout.split("\n")[1].split() == ["1", "sleep", "300"], done.stdout
 
 
-# the Slurm release from which `podman run -it` may see its terminal's size only late
-SIZE_LATE_SINCE = (26, 5, 0)
-
-
 def test_podman_run_with_a_terminal_sees_its_size_and_its_changes(
-    cluster: Cluster, no_leftovers: Callable[..., None]
+    cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
 ) -> None:
-    """On Slurm 26.05 (with podman 5.8) the container may start before its terminal has
-    podman's size (README, Known limits); a resize always reaches it."""
+    """Under podman 5 the container may start before its terminal has podman's size
+    (README, Known limits); a resize always reaches it."""
     argv = ["podman", "--runtime", "scrun", "run", "--rm", "-it", IMAGE]
-    release = cluster.run(["srun", "--version"]).stdout.split()[-1]
-    size_late = parse_version(release) >= SIZE_LATE_SINCE
-    assert_terminal_session(argv, cluster.env, size_at_start=not size_late)
+    version = podman("version", "--format", "{{.Client.Version}}").stdout.strip()
+    assert_terminal_session(argv, cluster.env, size_at_start=int(version.split(".")[0]) < 5)
 
 
 def test_update_sets_a_time_limit_and_refuses_the_rest(
