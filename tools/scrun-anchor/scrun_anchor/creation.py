@@ -255,9 +255,12 @@ class Creation:
                     log.info("stage-in goes on after create")
                     return
             fd = preparation.watch()
-            if fd is None or _readable(fd, timeout):
-                preparation.advance()
-            self.state.save(self.spool)
+            if fd is not None and not _readable(fd, timeout):
+                continue
+            was_queued = preparation.phase == QUEUED
+            preparation.advance()
+            if was_queued:  # the job's id, should the anchor die before `created`
+                self.state.save(self.spool)
 
     def _write_pid_file(self) -> None:
         if not self.pid_file:
