@@ -44,45 +44,36 @@ ABANDON_SECONDS = 30.0
 
 class JobEnvironment:
     """The container's job environment (scrunlib.jobenv): what scrun.lua's hooks, their
-    commands and the container's srun run with. Its SLURM_* part comes from the job's
-    record (`scontrol show job`), fetched once, when first asked for: before stage-in when
-    there is a scrun.lua, else after `created`, off the path `scrun create` waits for."""
+    commands and the container's srun run with, for the job of a `preparation`. Its SLURM_*
+    part comes from the job's record (`scontrol show job`), fetched once, when first asked
+    for: before stage-in when there is a scrun.lua, else after `created`, off the path
+    `scrun create` waits for."""
 
     def __init__(
         self,
-        *,
-        slurm: Slurm,
+        preparation: Preparation,
         job_id: int,
-        bundle: bundles.Bundle,
-        submission_bundle: str | None,
-        spool: Spool,
-        version: SlurmVersion,
-        pid_file: str | None,
-        log_file: str | None,
-        log_format: str,
-        record: dict[str, str] | None = None,  # already fetched (a job we joined)
+        record: dict[str, str] | None,  # already fetched (a job we joined)
     ) -> None:
-        self.slurm, self.job_id, self.bundle = slurm, job_id, bundle
-        self.submission_bundle, self.spool, self.version = submission_bundle, spool, version
-        self.pid_file, self.log_file, self.log_format = pid_file, log_file, log_format
-        self._record = record
+        self.preparation, self.job_id, self._record = preparation, job_id, record
         self._env: dict[str, str] | None = None
 
     def get(self) -> dict[str, str]:
         """The job env; SlurmError when the job's record cannot be had or the job is not
         running (any more)."""
         if self._env is None:
-            record = self._record or self.slurm.job_record(self.job_id)
+            p = self.preparation
+            record = self._record or p.slurm.job_record(self.job_id)
             require_running(self.job_id, record)
             self._env = jobenv.container_job_env(
-                slurm_part=jobenv.slurm_variables(record, cluster_name(self.slurm.slurm_conf)),
-                bundle=self.bundle,
-                submission_bundle=self.submission_bundle,
-                spool=self.spool,
-                pid_file=self.pid_file,
-                log_file=self.log_file,
-                log_format=self.log_format,
-                version=self.version,
+                slurm_part=jobenv.slurm_variables(record, cluster_name(p.slurm.slurm_conf)),
+                bundle=p.bundle,
+                submission_bundle=p.submission_bundle,
+                spool=p.spool,
+                pid_file=p.pid_file,
+                log_file=p.log_file,
+                log_format=p.log_format,
+                version=p.version,
             )
         return self._env
 
@@ -181,18 +172,7 @@ class Preparation:
     def _granted(self, job_id: int, record: dict[str, str] | None) -> None:
         self.state.job_id = job_id
         self.state.job_state, self.state.job_reason = "RUNNING", None
-        self.job_env = JobEnvironment(
-            slurm=self.slurm,
-            job_id=job_id,
-            bundle=self.bundle,
-            submission_bundle=self.submission_bundle,
-            spool=self.spool,
-            version=self.version,
-            pid_file=self.pid_file,
-            log_file=self.log_file,
-            log_format=self.log_format,
-            record=record,
-        )
+        self.job_env = JobEnvironment(self, job_id, record)
         if self.stager is None:
             self._ready()
             return
