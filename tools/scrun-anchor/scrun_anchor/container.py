@@ -56,11 +56,11 @@ class Container:
     over. (A plain class: dataclasses would cost every anchor ~5 ms of imports.)"""
 
     def __init__(self, created: Created) -> None:
-        self.created = created
         self.spool, self.state, self.bundle = created.spool, created.state, created.bundle
         self.preparation, self.slurm, self.site = created.preparation, created.slurm, created.site
         self.server = protocol.serving(created.server)
         self.pty_slave, self.clock = created.pty_slave, created.clock
+        self.step_args = created.step_args  # SCRUN_* options for the step's srun
         self.queue = QueueWatch(
             self.slurm,
             self.state,
@@ -223,7 +223,7 @@ class Container:
                 container_id=state.id,
                 job_name=state.step_name,
                 pty=self.bundle.terminal,
-                extra_args=self.created.step_args,
+                extra_args=self.step_args,
             ),
             self.slurm.version(),
         )
@@ -282,7 +282,7 @@ class Container:
         if self.step is not None:
             status = self._end_step(self.step)
             if status == SRUN_OUT_OF_MEMORY and self.slurm.step_ran_out_of_memory(
-                self.preparation_job_id(), state.step_name
+                self._job_id(), state.step_name
             ):
                 status = -signal.SIGKILL  # what the OOM killer sent: 137, as crun reports it
             self.exit_code = shell_exit_code(status)
@@ -303,10 +303,10 @@ class Container:
         log.debug(f"container {state.id} phases: {self.clock.summary()}")
         return self.exit_code
 
-    def preparation_job_id(self) -> int:
-        """The job the step ran in (there is one once a step was launched)."""
-        job_env = self.preparation.job_env
-        return job_env.job_id if job_env is not None else (self.state.job_id or 0)
+    def _job_id(self) -> int:
+        """The container's job (known once the job was queued or granted: always when a
+        step ran)."""
+        return self.state.job_id or 0
 
     def _end_step(self, step: subprocess.Popen[bytes]) -> int:
         """Wait for the step's srun and return its status: cancel the step first if we are
@@ -336,15 +336,15 @@ class Container:
             return
         deadline = time.monotonic() + 2.0
         try:
-            job_state = self.slurm.job_record(self.preparation_job_id()).get("JobState", "")
+            job_state = self.slurm.job_record(self._job_id()).get("JobState", "")
             # An ending job shows COMPLETING for a moment before it says how it ended.
             while job_state == "COMPLETING" and time.monotonic() < deadline:
                 time.sleep(0.1)
-                job_state = self.slurm.job_record(self.preparation_job_id()).get("JobState", "")
+                job_state = self.slurm.job_record(self._job_id()).get("JobState", "")
         except SlurmError:
             return
         if job_state in ("TIMEOUT", "CANCELLED", "FAILED", "NODE_FAIL", "PREEMPTED", "DEADLINE"):
-            state.error = f"job {self.preparation_job_id()} ended by Slurm: {job_state}"
+            state.error = f"job {self._job_id()} ended by Slurm: {job_state}"
             log.error(state.error)
 
     def _failed_at_launch(self) -> bool:
@@ -371,9 +371,7 @@ class Container:
         if run_bundle is None:
             return
         script = nodecheck.check_script(run_bundle.path, state.rootfs, runtime_dir=runtime_dir)
-        argv = remote_command_argv(
-            self.slurm.path("srun"), self.preparation_job_id(), script, "scrun-check"
-        )
+        argv = remote_command_argv(self.slurm.path("srun"), self._job_id(), script, "scrun-check")
         try:
             _, output, _ = self.slurm.run(argv, timeout=self.site.step_grace + 10)
         except SlurmError as exc:
