@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import select
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,19 @@ def wait_for(
             detail = f": {describe()}" if describe else ""
             pytest.fail(f"{what} not seen within {timeout:.0f}s{detail}")
         time.sleep(0.1)
+
+
+def copy_out(
+    podman: Callable[..., subprocess.CompletedProcess[str]], name: str, path: str, dest: str
+) -> subprocess.CompletedProcess[str]:
+    """`podman cp NAME:PATH DEST` from an exited container, after podman's own cleanup of
+    it. When the container exits, conmon starts `podman container cleanup`, which unmounts
+    its root; a `podman cp` meanwhile reuses the still-mounted root without holding it and
+    copies after releasing the container's lock, so the cleanup can unmount it mid-copy
+    ("copier: get: globs [PATH] matched nothing"), whatever the runtime. Cleaning up first
+    makes cp mount the root itself."""
+    podman("container", "cleanup", name)
+    return podman("cp", f"{name}:{path}", dest)
 
 
 def read_terminal(fd: int, until: bytes | None, timeout: float) -> bytes:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from conftest import MAN_26_05_SCRIPT, SEED_SCRIPT, with_scratch_path
-from helpers import wait_for
+from helpers import copy_out, wait_for
 from scrunlib.slurm_commands import job_tag
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def test_seed_script_stages_the_rootfs_and_syncs_it_back(
     # stage_out synced the container's writes back into podman's rootfs.
     for path, content in (("/result", "synced\n"), ("/marker", "staged\n")):
         copy = tmp_path / path.strip("/")
-        copied = site.podman("cp", f"{name}:{path}", str(copy))
+        copied = copy_out(site.podman, name, path, str(copy))
         assert copied.returncode == 0, copied.stderr
         assert copy.read_text() == content
     removed = site.podman("rm", name)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from conftest import MAN_26_05_SCRIPT, SEED_SCRIPT, node_roots, with_scratch_path
-from helpers import wait_for
+from helpers import copy_out, wait_for
 from users import IMAGE, REPO, User, assert_users_clean, errors, pick_users, user_site
 
 if TYPE_CHECKING:
@@ -160,9 +160,9 @@ def test_staging_scripts_carry_the_container_there_and_back(
             "man-page-26.05": "/slurm/scrun/",
         }[script]
         assert expected in root_line, root_line
-        copied = podman("cp", f"{name}:/result", "-")  # a tar stream of the file
-        assert copied.returncode == 0, copied.stderr
-        assert "written\n" in copied.stdout, copied.stdout
+        copied = copy_out(podman, name, "/result", "-")  # a tar stream of the file
+        assert copied.returncode == 0, (copied.stderr, done.stderr)
+        assert "written\n" in copied.stdout, (copied.stdout, done.stderr)
     finally:
         podman("rm", "-f", name)
     left = [
