@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Cluster, Docker, Podman, SiteRuntime
+from helpers import wait_for
 from scrunlib.slurm_commands import tagged_container
 
 IMAGE = "localhost/busybox"
@@ -35,7 +36,7 @@ class Queue:
     def blocker(self, seconds: int = 600) -> int:
         """A running job that holds every CPU of every node: other jobs wait (Resources)."""
         job = self._sbatch("--exclusive", "-N2", "--wrap", f"sleep {seconds}")
-        wait_for(lambda: self.state(job)[0] == "RUNNING", 60, f"blocker {job} to run")
+        wait_for(f"blocker {job} to run", lambda: self.state(job)[0] == "RUNNING", 60)
         return job
 
     def running_job(self, seconds: int) -> int:
@@ -76,7 +77,7 @@ class Queue:
                     return True
             return False
 
-        wait_for(listed, timeout, f"a job of container {container_id}")
+        wait_for(f"a job of container {container_id}", listed, timeout)
         return found[0]
 
 
@@ -93,13 +94,6 @@ def quick_site(cluster: Cluster, site_runtime: Callable[..., SiteRuntime]) -> Si
     """The cluster's own staging scrun.lua, with quick queue notices."""
     lua = (Path(cluster.slurm_conf).parent / "scrun.lua").read_text()
     return site_runtime(lua, settings=QUICK_QUEUE)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
 
 
 @contextmanager
@@ -130,7 +124,7 @@ def podman_id(site: SiteRuntime, name: str) -> str:
             return True
         return False
 
-    wait_for(created, 60, f"podman to create {name}")
+    wait_for(f"podman to create {name}", created, 60)
     return ids[0]
 
 
@@ -166,13 +160,13 @@ def test_podman_run_of_a_queued_job_runs_once_granted(
             container = podman_id(quick_site, "queued-run")
             job = queue.container_job(container[:12])
             # created and started while its job waits: podman lists it as running at once
-            wait_for(lambda: podman_status(quick_site, "queued-run").startswith("Up"), 30, "Up")
+            wait_for("Up", lambda: podman_status(quick_site, "queued-run").startswith("Up"), 30)
             assert time.monotonic() - started < 30
             assert queue.state(job) == ("PENDING", "Dependency")
             wait_for(
+                "scrun state to show the job's reason",
                 lambda: scrun_state(quick_site, container).get("jobReason") == "Dependency",
                 20,
-                "scrun state to show the job's reason",
             )
             state = scrun_state(quick_site, container)
             assert (state["status"], state["jobId"], state["jobState"]) == (
@@ -225,7 +219,7 @@ def test_notices_can_be_silenced_per_container(
     )
     with context as run:
         job = queue.container_job(podman_id(quick_site, "quiet-run")[:12])
-        wait_for(lambda: queue.state(job)[0] == "PENDING", 30, f"job {job} to pend")
+        wait_for(f"job {job} to pend", lambda: queue.state(job)[0] == "PENDING", 30)
         time.sleep(3)
         queue.release(held)
         out, err = run.communicate(timeout=120)
@@ -257,7 +251,7 @@ def test_a_queued_container_can_be_stopped(
     started = time.monotonic()
     acted = quick_site.podman(*action, "queued-stop")
     assert acted.returncode == 0, acted.stderr
-    wait_for(lambda: queue.state(job) == ("", ""), 15, f"job {job} to leave the queue")
+    wait_for(f"job {job} to leave the queue", lambda: queue.state(job) == ("", ""), 15)
     assert time.monotonic() - started < 15
     if action[0] != "rm":
         status = quick_site.podman("inspect", "--format", "{{.State.ExitCode}}", "queued-stop")
@@ -284,7 +278,7 @@ def test_a_blocker_job_makes_it_wait_for_resources(
     argv = scrun_podman("run", "--rm", "--name", "queued-blocked", IMAGE, "echo", "ran")
     with running(argv, quick_site.env) as run:
         job = queue.container_job(podman_id(quick_site, "queued-blocked")[:12])
-        wait_for(lambda: queue.state(job)[0] == "PENDING", 30, f"job {job} to pend")
+        wait_for(f"job {job} to pend", lambda: queue.state(job)[0] == "PENDING", 30)
         time.sleep(2)
         queue.cancel(blocker)
         out, err = run.communicate(timeout=120)
@@ -306,15 +300,15 @@ def test_drained_nodes_make_it_wait(
         done = quick_site.podman("run", "-d", "--name", "queued-drained", IMAGE, "true")
         assert done.returncode == 0, done.stderr
         job = queue.container_job(done.stdout.strip()[:12])
-        wait_for(lambda: queue.state(job)[0] == "PENDING", 30, f"job {job} to pend")
+        wait_for(f"job {job} to pend", lambda: queue.state(job)[0] == "PENDING", 30)
         wait_for(
+            "scrun state to show why the job waits",
             lambda: bool(scrun_state(quick_site, done.stdout.strip()).get("jobReason")),
             20,
-            "scrun state to show why the job waits",
         )
         removed = quick_site.podman("rm", "-f", "queued-drained")
         assert removed.returncode == 0, removed.stderr
-        wait_for(lambda: queue.state(job) == ("", ""), 15, f"job {job} to leave the queue")
+        wait_for(f"job {job} to leave the queue", lambda: queue.state(job) == ("", ""), 15)
     finally:
         nodes("RESUME")
 
@@ -388,9 +382,9 @@ def test_docker_run_of_a_queued_job(
     ]  # fmt: skip
     with running(argv, docker.env) as run:
         wait_for(
+            "docker to list the container",
             lambda: docker("ps", "--filter", "name=queued-docker", "-q").stdout.strip() != "",
             60,
-            "docker to list the container",
         )
         container = docker("inspect", "--format", "{{.Id}}", "queued-docker").stdout.strip()
         job = queue.container_job(container[:12])
@@ -415,7 +409,7 @@ def test_docker_stop_of_a_queued_container(
     assert queue.state(job)[0] == "PENDING"
     try:
         assert docker("stop", "-t", "2", "queued-docker-stop").returncode == 0
-        wait_for(lambda: queue.state(job) == ("", ""), 15, f"job {job} to leave the queue")
+        wait_for(f"job {job} to leave the queue", lambda: queue.state(job) == ("", ""), 15)
     finally:
         docker("rm", "-f", "queued-docker-stop")
 
