@@ -173,6 +173,27 @@ def test_staging_scripts_carry_the_container_there_and_back(
     assert not left, f"node-local copies left: {left}"
 
 
+def test_the_node_local_layout_stages_onto_every_node_of_the_job(
+    cluster: Cluster, site_runtime: MakeSite, no_leftovers: Callable[..., None]
+) -> None:
+    """A job of two nodes: stage-in copies the container onto each node's own disk, each
+    node's task runs from its own copy, and stage-out removes the copies on both."""
+    site = site_runtime(SCRIPT_TEXTS["node-local"](cluster["SCRUN_SHARED_DIR"]))
+    program = "awk '$5 == \"/\" {print $4}' /proc/self/mountinfo"
+    done = site.podman(
+        "run", "--rm", "-e", "SCRUN_JOB_NUM_NODES=2", IMAGE, "sh", "-c", program
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    roots = done.stdout.splitlines()
+    assert len(roots) == 2, done.stdout  # one task on each node
+    assert all(f"/scrun-{os.getuid()}/" in root for root in roots), roots
+    left = {
+        node: [str(path) for path in (root / "tmp").glob(f"scrun-{os.getuid()}/*")]
+        for node, root in node_roots(cluster.env).items()
+    }
+    assert left == {"n1": [], "n2": []}, f"node-local copies left: {left}"
+
+
 # ----------------------------------------------------------------------------- clear errors
 
 
