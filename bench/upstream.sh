@@ -37,7 +37,10 @@ trap cleanup EXIT
 # upstream's own config dir: the cluster's configs (it reads oci.conf too) and the same
 # scrun.lua as ours (docs/scrun-lua/shared-scratch.lua): the nodes are other hosts, so both
 # stage every container through the shared dir. That script parses config.json with
-# slurm.from_json/to_json, which upstream's Lua has only since 26.05.
+# slurm.from_json/to_json, which upstream's Lua has only since 26.05; 26.05.5's to_json fails
+# on arrays, so upstream's copy starts with bench/upstream-to-json.lua, a to_json in Lua where
+# Slurm's fails. Without it, upstream's stage-in fails and its anchor never exits (every run
+# hangs).
 slurm_release="$(srun --version | awk '{print $2}')"
 if [ "$(printf '%s\n' 26.05 "$slurm_release" | sort -V | head -1)" != 26.05 ]; then
   echo "== upstream scrun $slurm_release has no slurm.from_json/to_json (26.05 added them), which"
@@ -45,7 +48,8 @@ if [ "$(printf '%s\n' 26.05 "$slurm_release" | sort -V | head -1)" != 26.05 ]; t
   exit 0
 fi
 mkdir -p "$B/etc" "$B/root"
-cp "$(dirname "$SLURM_CONF")"/*.conf "$(dirname "$SLURM_CONF")/scrun.lua" "$B/etc/"
+cp "$(dirname "$SLURM_CONF")"/*.conf "$B/etc/"
+cat "$(dirname "$0")/upstream-to-json.lua" "$(dirname "$SLURM_CONF")/scrun.lua" >"$B/etc/scrun.lua"
 if [ ! -e /etc/slurm/slurm.conf ]; then
   mkdir -p /etc/slurm
   ln -s "$SLURM_CONF" /etc/slurm/slurm.conf

@@ -16,6 +16,7 @@
 -- scratch) are left alone: the nodes see them. Stage-out copies what the container wrote on
 -- its first node back into podman's or docker's copy of the root filesystem and removes
 -- the copies, on the nodes and in the scratch.
+-- Plain Lua 5.1 (no table.unpack): Debian builds Slurm's own scrun against Lua 5.1.
 local scratch = "/scratch"
 local node_local = "/tmp"
 local shared_sources = { "/home", scratch }
@@ -40,14 +41,18 @@ local function run_on_nodes(what, command)
 	return rc == 0
 end
 
--- the kernel's file systems and the shared ones: the nodes have their own or the same
-local function seen_by_nodes(path)
-	for _, dir in ipairs({ "/dev", "/proc", "/sys", table.unpack(shared_sources) }) do
+local function under(path, dirs)
+	for _, dir in ipairs(dirs) do
 		if path == dir or string.sub(path, 1, #dir + 1) == dir .. "/" then
 			return true
 		end
 	end
 	return false
+end
+
+-- the kernel's file systems and the shared ones: the nodes have their own or the same
+local function seen_by_nodes(path)
+	return under(path, { "/dev", "/proc", "/sys" }) or under(path, shared_sources)
 end
 
 local function read_config(path)

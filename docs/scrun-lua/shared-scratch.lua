@@ -16,6 +16,7 @@
 -- Stage-out copies the root filesystem back (what the container wrote shows up in podman's
 -- or docker's copy, e.g. for `podman commit` or `podman cp`) and removes the staged copy.
 -- Its commands run on the login host (slurm.allocator_command), as the user.
+-- Plain Lua 5.1 (no table.unpack): Debian builds Slurm's own scrun against Lua 5.1.
 local scratch = "/scratch"
 local shared_sources = { "/home", scratch }
 
@@ -31,14 +32,18 @@ local function run(what, command)
 	return rc == 0
 end
 
--- the kernel's file systems and the shared ones: the nodes have their own or the same
-local function seen_by_nodes(path)
-	for _, dir in ipairs({ "/dev", "/proc", "/sys", table.unpack(shared_sources) }) do
+local function under(path, dirs)
+	for _, dir in ipairs(dirs) do
 		if path == dir or string.sub(path, 1, #dir + 1) == dir .. "/" then
 			return true
 		end
 	end
 	return false
+end
+
+-- the kernel's file systems and the shared ones: the nodes have their own or the same
+local function seen_by_nodes(path)
+	return under(path, { "/dev", "/proc", "/sys" }) or under(path, shared_sources)
 end
 
 local function read_config(path)
