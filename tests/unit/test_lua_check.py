@@ -36,6 +36,7 @@ CORPUS = Path(__file__).resolve().parent.parent / "lua_check"
 BAD = sorted((CORPUS / "bad").glob("*.lua"))
 MAN_PAGE_EXAMPLES = CORPUS.parent / "lua"
 SEED = MAN_PAGE_EXAMPLES / "seed_scrun.lua"
+SITE_SCRIPTS = CORPUS.parents[1] / "docs" / "scrun-lua"
 CLEAN = [
     *sorted((CORPUS / "clean").glob("*.lua")),
     SEED,
@@ -503,6 +504,51 @@ def test_config_file(workdir: Path, capsys: pytest.CaptureFixture[str], name: st
     assert run_cli([str(SEED)], capsys)[0] == 0
 
 
+# ---- --lua51 ---------------------------------------------------------------------------------
+
+NEWER_THAN_LUA51 = """local first = table.unpack({1})
+  local kind = math.type(first)
+  local text = utf8.char(72)
+  slurm.log_info("%s %s %s", first, kind, text)"""
+LUA51_NOTE = "(Lua 5.2 and later only; Slurm's own scrun built against Lua 5.1 has none)"
+
+
+def test_lua51_reports_the_names_lua_5_1_lacks() -> None:
+    """This scrun's Lua 5.4 has them; with --lua51 each is undefined, with why."""
+    assert in_hook(NEWER_THAN_LUA51) == []
+    source = HOOKS.format(body=NEWER_THAN_LUA51).encode()
+    found = [(d.line, d.code, d.message) for d in lint("test.lua", source, lua51=True)]
+    assert [(line, code) for line, code, _ in found] == [(4, "W143"), (5, "W143"), (6, "W113")]
+    assert all(message.endswith(LUA51_NOTE) for _, _, message in found), found
+    assert "field 'unpack' of global 'table'" in found[0][2]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [*sorted(SITE_SCRIPTS.glob("*.lua")), SEED, MAN_PAGE_EXAMPLES / "man_26_05_scrun.lua"],
+    ids=lambda p: p.stem,
+)  # fmt: skip
+def test_shipped_scripts_and_man_page_examples_need_nothing_lua_5_1_lacks(script: Path) -> None:
+    """docs/scrun-lua's scripts and both man page examples run under Slurm's own scrun
+    where it embeds Lua 5.1: --lua51 finds nothing more than the default check."""
+    with_lua51 = Counter(
+        f"{d.line}:{d.code}" for d in lint(str(script), script.read_bytes(), lua51=True)
+    )
+    assert with_lua51 == found(script)
+
+
+def test_lua51_from_the_command_line_and_the_config(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = workdir / "newer.lua"
+    script.write_text(HOOKS.format(body=NEWER_THAN_LUA51))
+    assert run_cli([str(script)], capsys)[0] == 0
+    status, out, _ = run_cli(["--lua51", str(script)], capsys)
+    assert status == 1 and out.count(LUA51_NOTE) == 3, out
+    (workdir / "scrun-lua-check.toml").write_text("[tool.scrun-lua-check]\nlua51 = true\n")
+    assert run_cli([str(script)], capsys)[0] == 1
+
+
 def test_explicit_config_and_its_errors(workdir: Path) -> None:
     config = workdir / "ci.toml"
     config.write_text('[tool.scrun-lua-check]\nignore = ["W2"]\n')
@@ -511,6 +557,7 @@ def test_explicit_config_and_its_errors(workdir: Path) -> None:
         ('[tool.scrun-lua-check]\nignroe = ["W2"]\n', "unknown key 'ignroe'"),
         ('[tool.scrun-lua-check]\nignore = ["Z9"]\n', "unknown code 'Z9'"),
         ("[tool.scrun-lua-check]\nstrict = 1\n", "strict must be true or false"),
+        ("[tool.scrun-lua-check]\nlua51 = 'yes'\n", "lua51 must be true or false"),
         ("[tool.scrun-lua-check\n", "invalid TOML"),
         ('[[tool.scrun-lua-check.answers]]\ncommand = "("\n', "is not a regular expression"),
         ("[[tool.scrun-lua-check.answers]]\ncommand = 'x'\nstatus = 300\n", "status must be"),

@@ -2,9 +2,10 @@
 
 Looked up in the current directory when `--config` is not given: `scrun-lua-check.toml`
 first, then `pyproject.toml` (used only when it has the table). Keys: `ignore` (list of
-codes or code prefixes), `strict` (bool) and `answers` (the dry run's answers to commands, a
-list of tables with `command`, a regular expression, and `status` and `output`). Unknown keys
-and codes are errors, so a typo in CI configuration does not silently switch a check off.
+codes or code prefixes), `strict` (bool), `lua51` (bool: as --lua51) and `answers` (the dry
+run's answers to commands, a list of tables with `command`, a regular expression, and
+`status` and `output`). Unknown keys and codes are errors, so a typo in CI configuration
+does not silently switch a check off.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ DEFAULT_FILES = ("scrun-lua-check.toml", "pyproject.toml")
 class Settings:
     ignore: frozenset[str] = frozenset()
     strict: bool = False
+    lua51: bool = False
     answers: tuple[Answer, ...] = ()
 
 
@@ -53,17 +55,25 @@ def load_settings(path: str | None, directory: str = ".") -> Settings:
         table = _table(path)
     if table is None:
         return Settings()
-    unknown = sorted(set(table) - {"ignore", "strict", "answers"})
+    unknown = sorted(set(table) - {"ignore", "strict", "lua51", "answers"})
     if unknown:
         raise UsageError(f"{path}: unknown key {unknown[0]!r} in [tool.{TABLE}]")
-    ignore, strict = table.get("ignore", []), table.get("strict", False)
+    ignore = table.get("ignore", [])
     if not isinstance(ignore, list) or not all(isinstance(code, str) for code in ignore):
         raise UsageError(f"{path}: [tool.{TABLE}] ignore must be a list of codes")
-    if not isinstance(strict, bool):
-        raise UsageError(f"{path}: [tool.{TABLE}] strict must be true or false")
     return Settings(
-        parse_codes(ignore, path), strict, parse_answers(table.get("answers", []), path)
+        parse_codes(ignore, path),
+        _flag(table, "strict", path),
+        _flag(table, "lua51", path),
+        parse_answers(table.get("answers", []), path),
     )
+
+
+def _flag(table: dict[str, object], key: str, path: str) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise UsageError(f"{path}: [tool.{TABLE}] {key} must be true or false")
+    return value
 
 
 def parse_answers(entries: object, path: str) -> tuple[Answer, ...]:

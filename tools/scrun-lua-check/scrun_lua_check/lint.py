@@ -25,10 +25,12 @@ SUPPRESSION = re.compile(r"scrun-lua-check:\s*ignore\b([\sA-Za-z0-9,]*)")
 _NEAR = re.compile(r"near '(.*)'$")
 
 
-def lint(path: str, source: bytes) -> list[Diagnostic]:
-    """All diagnostics for `source` (the content of `path`), sorted by position."""
+def lint(path: str, source: bytes, *, lua51: bool = False) -> list[Diagnostic]:
+    """All diagnostics for `source` (the content of `path`), sorted by position; with
+    `lua51`, Lua 5.4's standard names that Lua 5.1 lacks count as undefined."""
     text = source.decode("utf-8", errors="replace")
-    compile_error = lua_env().compile_error(source)
+    lua = lua_env(lua51)
+    compile_error = lua.compile_error(source)
     try:
         chunk, comments = parse(text)
     except LuaSyntaxError as error:
@@ -47,7 +49,7 @@ def lint(path: str, source: bytes) -> list[Diagnostic]:
         return [syntax_error(path, text, compile_error, error)]
     if compile_error is not None:
         return [syntax_error(path, text, compile_error, None)]
-    ctx = LintContext(path, chunk, resolve(chunk), lua_env())
+    ctx = LintContext(path, chunk, resolve(chunk), lua)
     run_checks(ctx)
     return sorted(set(suppress(ctx.diagnostics, comments)))
 

@@ -3,6 +3,10 @@
 Asking the real interpreter keeps the checker honest: the syntax verdict is the compiler's
 own, the standard library names are exactly those of the Lua in use, and `require` targets
 are looked up on that Lua's `package.path`/`package.cpath`. No `lua` binary is needed.
+
+`lua_env(lua51=True)` keeps only the standard names Lua 5.1 has too (asked of lupa's own
+Lua 5.1): Slurm's own scrun embeds the Lua it was built against, 5.1 on Debian, and a
+script meant for either scrun must do without `table.unpack`, `utf8` and the like.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ class LuaEnv:
     path: str
     cpath: str
     loaded: frozenset[str]
+    # standard names of Lua 5.4 left out because Lua 5.1 lacks them ("table.unpack", "utf8")
+    newer_only: frozenset[str] = frozenset()
 
     def compile_error(self, source: bytes) -> CompileError | None:
         """Compile `source` as Lua would load scrun.lua; None when it compiles."""
@@ -83,11 +89,40 @@ class LuaEnv:
 
 
 @cache
-def lua_env() -> LuaEnv:
-    """Facts about the Lua in use, read once from a fresh runtime."""
+def lua_env(lua51: bool = False) -> LuaEnv:
+    """Facts about the Lua in use, read once from a fresh runtime; with `lua51`, its standard
+    names limited to those Lua 5.1 has as well."""
     lua = new_runtime()
     g = lua.globals()
-    names = frozenset(str(key) for key in g) - {"python"}
-    fields = {library: frozenset(str(key) for key in g[library]) for library in STANDARD_LIBRARIES}
+    names, fields = _standard_names(g)
     loaded = frozenset(str(key) for key in g.package.loaded) - {"python"}
-    return LuaEnv(str(g._VERSION), names, fields, str(g.package.path), str(g.package.cpath), loaded)
+    version = str(g._VERSION)
+    newer_only: frozenset[str] = frozenset()
+    if lua51:
+        from lupa import lua51 as lupa51
+
+        old_names, old_fields = _standard_names(
+            lupa51.LuaRuntime(register_eval=False, register_builtins=False).globals()
+        )
+        newer_only = frozenset(names - old_names) | frozenset(
+            f"{library}.{name}"
+            for library in fields.keys() & old_fields.keys()
+            for name in fields[library] - old_fields[library]
+        )
+        names &= old_names
+        fields = {lib: fields[lib] & old_fields[lib] for lib in fields.keys() & old_fields.keys()}
+        version += ", limited to what Lua 5.1 has too"
+    return LuaEnv(
+        version, names, fields, str(g.package.path), str(g.package.cpath), loaded, newer_only
+    )
+
+
+def _standard_names(g: Any) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+    """A runtime's global names and the fields of its standard libraries."""
+    names = frozenset(str(key) for key in g) - {"python"}
+    fields = {
+        library: frozenset(str(key) for key in g[library])
+        for library in STANDARD_LIBRARIES
+        if g[library] is not None
+    }
+    return names, fields

@@ -35,7 +35,7 @@ exit status: 0 clean, 1 warnings only, 2 errors (or the check could not run);
 --strict turns warnings into errors. Silence one line with a comment on it:
   -- scrun-lua-check: ignore W803
 Settings: [tool.scrun-lua-check] in ./scrun-lua-check.toml or ./pyproject.toml
-(ignore = ["W212"], strict = true, [[tool.scrun-lua-check.answers]] for the
+(ignore = ["W212"], strict = true, lua51 = true, [[tool.scrun-lua-check.answers]] for the
 dry run's answers to commands). Codes: --list-codes."""
 
 
@@ -71,6 +71,12 @@ def build_parser() -> ArgumentParser:
         help="skip these codes or code prefixes (repeatable, comma lists)",
     )
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    parser.add_argument(
+        "--lua51",
+        action="store_true",
+        help="also report Lua 5.4 names Lua 5.1 lacks (table.unpack, utf8, ...): for a script"
+        " Slurm's own scrun may run too, which embeds Lua 5.1 on Debian",
+    )
     parser.add_argument(
         "--config", metavar="FILE", help="TOML file with a [tool.scrun-lua-check] table"
     )
@@ -130,7 +136,7 @@ def run(argv: Sequence[str]) -> int:
         raise UsageError("--dry-run needs --bundle DIR and exactly one FILE")
     diagnostics: list[Diagnostic] = []
     for path in files:
-        found = lint(path, read_source(path))
+        found = lint(path, read_source(path), lua51=args.lua51 or settings.lua51)
         diagnostics.extend(d for d in found if not matches(d.code, ignore))
     status = exit_code(diagnostics, strict)
     if not args.dry_run:

@@ -31,7 +31,7 @@ def check_globals(ctx: LintContext) -> None:
         for access in accesses:
             if not access.write:
                 if name not in known | assigned:
-                    hint = did_you_mean(name, known | assigned)
+                    hint = newer_only(ctx, name) or did_you_mean(name, known | assigned)
                     ctx.report(access.node, "W113", f"accessing undefined variable '{name}'{hint}")
             elif name in ctx.lua.globals | READ_ONLY:
                 ctx.report(access.node, "W121", f"setting read-only global variable '{name}'")
@@ -53,12 +53,19 @@ def check_library_fields(ctx: LintContext) -> None:
         fields = ctx.lua.library_fields.get(node.obj.name)
         key = ctx.scopes.global_index(node, node.obj.name)
         if fields is not None and key is not None and key not in fields:
-            hint = did_you_mean(key, fields)
+            hint = newer_only(ctx, f"{node.obj.name}.{key}") or did_you_mean(key, fields)
             ctx.report(
                 node.key,
                 "W143",
                 f"accessing undefined field '{key}' of global '{node.obj.name}'{hint}",
             )
+
+
+def newer_only(ctx: LintContext, name: str) -> str:
+    """The note for a standard name left out by --lua51, or an empty string."""
+    if name in ctx.lua.newer_only:
+        return " (Lua 5.2 and later only; Slurm's own scrun built against Lua 5.1 has none)"
+    return ""
 
 
 def check_unused(ctx: LintContext, analyses: Analyses) -> None:
