@@ -425,7 +425,7 @@ def start_sleeper(cluster: Cluster, scrun: Scrun, container_id: str) -> dict[str
     bundle = make_bundle(cluster, scrun.tmp / f"bundle-{container_id}", ["sleep", "300"])
     created = scrun.create(container_id, bundle, scrun.tmp / f"{container_id}.pid")
     assert created.returncode == 0, created.stderr
-    assert scrun.entries() == [container_id]  # the state is under our --root
+    assert container_id in scrun.entries()  # the state is under our --root
     started = scrun("start", container_id)
     assert started.returncode == 0, started.stderr
     state = scrun.wait_status(container_id, "running", 10)
@@ -450,6 +450,22 @@ def test_delete_of_a_running_container(cluster: Cluster, scrun: Scrun) -> None:
         10,
         lambda: "; ".join(sruns_of_job(job_id)),
     )
+
+
+def test_delete_regex_ends_every_container_it_matches(cluster: Cluster, scrun: Scrun) -> None:
+    """crun's `delete --force --regex` (its test_multiple_containers_delete): the running
+    containers whose ids match are stopped, their jobs ended, their state removed; the
+    others run on."""
+    states = {name: start_sleeper(cluster, scrun, name) for name in ("test-a", "test-b", "kept")}
+
+    deleted = scrun("delete", "--force", "--regex", "test-*", timeout=120)
+    assert deleted.returncode == 0, deleted.stderr
+    assert scrun.entries() == ["kept"]
+    for name in ("test-a", "test-b"):
+        assert not process_running(states[name]["pid"]), name
+        wait_job_gone(cluster, states[name]["jobId"])
+    assert scrun.state("kept")["status"] == "running"
+    assert job_in_squeue(cluster, states["kept"]["jobId"])
 
 
 def test_delete_after_the_anchor_was_killed(cluster: Cluster, scrun: Scrun) -> None:

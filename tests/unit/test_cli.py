@@ -245,18 +245,23 @@ def test_a_terminal_without_console_socket(root, tmp_path, capsys, monkeypatch, 
     assert not (root / "tty").exists()
 
 
-def test_delete_reports_a_hung_scancel_in_one_line(root, tmp_path, monkeypatch, capsys):
-    """An anchor died and left its job; scancel then hangs: one error line, no traceback,
-    and the state stays for the next delete to retry."""
-    from scrunlib.spool import Spool
-    from scrunlib.state import ContainerState, Status
-
+def hung_scancel(tmp_path, monkeypatch) -> None:
+    """The site's scancel hangs; Slurm commands get 0.5 s."""
     monkeypatch.setattr("scrunlib.slurm.COMMAND_TIMEOUT", 0.5)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "scancel").write_text("#!/bin/sh\nexec sleep 30\n")
     (bin_dir / "scancel").chmod(0o755)
     (tmp_path / "none.toml").write_text(f'bin_dir = "{bin_dir}"\n')
+
+
+def test_delete_reports_a_hung_scancel_in_one_line(root, tmp_path, monkeypatch, capsys):
+    """An anchor died and left its job; scancel then hangs: one error line, no traceback,
+    and the state stays for the next delete to retry."""
+    from scrunlib.spool import Spool
+    from scrunlib.state import ContainerState, Status
+
+    hung_scancel(tmp_path, monkeypatch)
     spool = Spool(str(root), "orphan")
     spool.create()
     ContainerState(
@@ -265,6 +270,53 @@ def test_delete_reports_a_hung_scancel_in_one_line(root, tmp_path, monkeypatch, 
     assert main(["delete", "orphan"]) == 1
     assert "scancel did not finish in 0.5 s and was killed" in one_error_line(capsys)
     assert os.path.isdir(spool.path)
+
+
+def stopped_containers(root, *ids: str, job_id: int | None = None) -> None:
+    """Containers whose anchors have exited (delete needs no Slurm unless `job_id`)."""
+    from scrunlib.spool import Spool
+    from scrunlib.state import ContainerState, Status
+
+    for container_id in ids:
+        spool = Spool(str(root), container_id)
+        spool.create()
+        status = Status.RUNNING if job_id else Status.STOPPED
+        ContainerState(
+            id=container_id, bundle="/b", rootfs="/b/rootfs", status=status, job_id=job_id
+        ).save(spool)
+
+
+def containers_left(root) -> list[str]:
+    return sorted(name for name in os.listdir(root) if not name.startswith("."))
+
+
+def test_delete_regex_deletes_every_container_whose_id_it_matches(root, capsys):
+    """crun's `delete --regex`: an unanchored search, as its POSIX regexec does."""
+    stopped_containers(root, "test-a", "test-b", "atest-c", "other", "t")
+    assert main(["delete", "--force", "--regex", "test-*"]) == 0
+    assert containers_left(root) == ["other", "t"]
+    assert main(["delete", "-r", "^o.*r$"]) == 0
+    assert main(["delete", "--regex", "nothing-matches"]) == 0
+    assert containers_left(root) == ["t"]
+    assert capsys.readouterr().err == ""
+
+
+def test_delete_regex_refuses_an_invalid_expression(root, capsys):
+    stopped_containers(root, "test-a")
+    assert main(["delete", "--regex", "test-("]) == 2
+    assert "delete: invalid regular expression 'test-('" in one_error_line(capsys)
+    assert os.path.isdir(root / "test-a")
+
+
+def test_delete_regex_goes_on_after_a_failure_and_exits_with_it(
+    root, tmp_path, monkeypatch, capsys
+):
+    hung_scancel(tmp_path, monkeypatch)
+    stopped_containers(root, "test-hung", job_id=5)
+    stopped_containers(root, "test-gone")
+    assert main(["delete", "--force", "--regex", "^test-"]) == 1
+    assert "scancel did not finish in 0.5 s and was killed" in one_error_line(capsys)
+    assert containers_left(root) == ["test-hung"]
 
 
 def test_delete_waits_for_a_process_until_it_exits_or_the_time_is_up():
