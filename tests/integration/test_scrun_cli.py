@@ -513,8 +513,9 @@ def test_delete_of_a_frozen_anchor_returns_and_ends_its_job(
     cluster: Cluster, scrun: Scrun, tmp_path: Path
 ) -> None:
     """delete --force returns within delete_timeout (and a little for scancel) although the
-    anchor cannot die, cancels its job, keeps the state; a delete once it has been thawed
-    (and so died of the SIGKILL) finishes. kill is bounded the same way."""
+    anchor cannot die, cancels its job, keeps the state and succeeds, as crun's does for a
+    frozen container; a delete once it has been thawed (and so died of the SIGKILL)
+    finishes. kill is bounded the same way."""
     state = start_sleeper(cluster, scrun, "frozen")
     anchor, job_id = state["pid"], state["jobId"]
     wait_for("the step's srun", lambda: bool(sruns_of_job(job_id)), 10, lambda: "none")
@@ -532,9 +533,10 @@ def test_delete_of_a_frozen_anchor_returns_and_ends_its_job(
         deleted = scrun("delete", "--force", "frozen", timeout=120)
         took = time.monotonic() - started
         assert took < DELETE_TIMEOUT + 5, f"{took:.1f} s: {deleted.stderr}"
-        assert deleted.returncode == 1
+        assert deleted.returncode == 0, deleted.stderr
         assert len(deleted.stderr.splitlines()) == 1, deleted.stderr
         assert f"anchor {anchor} cannot be stopped (process state D" in deleted.stderr
+        assert "Device or resource busy" in deleted.stderr  # what crun's test_delete accepts
         assert f"ended job {job_id}" in deleted.stderr
         wait_job_gone(cluster, job_id)
         assert scrun.entries() == ["frozen"]  # kept for the delete that finishes

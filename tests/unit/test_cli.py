@@ -447,21 +447,24 @@ def stuck_container(root, tmp_path, anchor_pid: int, delete_timeout: float):
 )
 def test_delete_of_a_frozen_anchor_ends_its_job_within_the_bound(root, tmp_path, capsys):
     """The anchor ignores SIGTERM and SIGKILL while frozen: delete waits delete_timeout,
-    cancels the job itself, says so in one line and keeps the state; once the anchor is
-    thawed (and so dies of the SIGKILL), a second delete finishes."""
+    cancels the job itself, says so in one line and keeps the state (failing; --force
+    succeeds, as crun's does); once the anchor is thawed (and so dies of the SIGKILL), a
+    later delete finishes."""
     import time
 
     frozen = Frozen(f"scrun-unit-{os.getpid()}")
     try:
         spool = stuck_container(root, tmp_path, frozen.process.pid, delete_timeout=1)
-        started = time.monotonic()
-        assert main(["delete", "--force", "stuck"]) == 1
-        assert time.monotonic() - started < 5
-        line = one_error_line(capsys)
-        assert f"anchor {frozen.process.pid} cannot be stopped (process state D" in line
-        assert "ended job 5" in line and "stays until `scrun delete stuck`" in line
-        assert (tmp_path / "scancel.calls").read_text() == "--quiet 5\n"
-        assert os.path.isdir(spool.path)
+        for argv, code in ((["delete", "stuck"], 1), (["delete", "--force", "stuck"], 0)):
+            started = time.monotonic()
+            assert main(argv) == code, argv
+            assert time.monotonic() - started < 5, argv
+            line = one_error_line(capsys)
+            assert f"anchor {frozen.process.pid} cannot be stopped (process state D" in line
+            assert "Device or resource busy" in line  # what crun's test_delete accepts
+            assert "ended job 5" in line and "stays until `scrun delete stuck`" in line
+            assert os.path.isdir(spool.path)
+        assert (tmp_path / "scancel.calls").read_text() == "--quiet 5\n" * 2
     finally:
         code = frozen.thaw()
     assert code in (-15, -9)  # the signals delete sent are acted on once it is thawed

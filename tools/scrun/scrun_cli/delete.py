@@ -8,9 +8,11 @@ Lua at all. After an anchor that died first, delete runs scrun.lua's stage-out f
 
 An anchor that cannot act (frozen by a cgroup freezer, stopped, or in uninterruptible sleep
 on a hung filesystem) ignores even SIGKILL until it is woken. delete waits for it the site's
-`delete_timeout` seconds, then ends the container's job itself and fails with one line
-saying so; the spool directory stays for a later `delete`, which finishes once the anchor
-has gone.
+`delete_timeout` seconds, then ends the container's job itself and says so in one line,
+ending in strerror(EBUSY) as a C runtime reports a frozen container it cannot remove; the
+spool directory stays for a later `delete`, which finishes once the anchor has gone. Plain
+`delete` then fails; `delete --force` succeeds, as crun's does with a frozen container: the
+engine (podman, containerd: they always force) can go on, and the job is ended.
 
 `--regex` is crun's: the id is a regular expression, and every container under the root
 whose id it matches (anywhere in the id) is deleted, one failure not stopping the others.
@@ -35,13 +37,19 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 OPTIONS = (
-    Opt("force", "f", help="succeed even if the container does not exist"),
+    Opt(
+        "force",
+        "f",
+        help="succeed even if the container does not exist or its anchor cannot be stopped",
+    ),
     Opt("regex", "r", help="CONTAINER-ID is a regular expression: delete all it matches"),
 )
 USAGE = usage_text(
     "scrun delete [--force] [--regex] CONTAINER-ID",
     "Stop the container if it is still running (its job is ended, stage-out runs), then\n"
-    "remove its state. Deleting an unknown container is an error unless --force is given.\n"
+    "remove its state. Deleting an unknown container is an error unless --force is given;\n"
+    "so is an anchor that cannot be stopped (frozen): its job is ended, its state kept\n"
+    "for a later delete, and the line says so.\n"
     "With --regex (crun's), every container whose id the expression matches (Python's\n"
     "re.search) is deleted; none matching is no error.",
     OPTIONS,
@@ -98,7 +106,11 @@ def stop_anchor(ctx: CommandContext, spool: Spool, state: ContainerState) -> Non
     raise end_job_of_stuck_anchor(ctx, spool, stuck or process_stuck(pid) or "?")
 
 
-def end_job_of_stuck_anchor(ctx: CommandContext, spool: Spool, stuck: str) -> ScrunError:
+class StuckAnchor(ScrunError):
+    """The anchor cannot act: its job was ended from here, its state stays."""
+
+
+def end_job_of_stuck_anchor(ctx: CommandContext, spool: Spool, stuck: str) -> StuckAnchor:
     """The anchor cannot end the container's job: end it (its step's srun, then the job, by
     id or by its tag while it is being allocated) from here, each Slurm command bounded by
     `delete_timeout`; return the one line that says what stays."""
@@ -121,10 +133,10 @@ def end_job_of_stuck_anchor(ctx: CommandContext, spool: Spool, stuck: str) -> Sc
             ended = f"ended job {state.job_id}"
     except SlurmError as exc:
         ended = f"could not end its job: {exc.message}"
-    return ScrunError(
+    return StuckAnchor(
         f"anchor {state.anchor_pid} cannot be stopped (process state {stuck}: frozen, "
-        f"stopped or waiting on I/O); {ended}; {spool.path} stays until `scrun delete "
-        f"{state.id}` once the anchor has gone"
+        f"stopped or waiting on I/O): Device or resource busy; {ended}; {spool.path} stays "
+        f"until `scrun delete {state.id}` once the anchor has gone"
     )
 
 
@@ -150,9 +162,17 @@ def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) 
     log.verbose(f"delete: ended job {state.job_id} left by a dead anchor")
 
 
-def delete_container(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
+def delete_container(
+    ctx: CommandContext, spool: Spool, state: ContainerState, *, force: bool
+) -> None:
     if state.anchor_alive():
-        stop_anchor(ctx, spool, state)
+        try:
+            stop_anchor(ctx, spool, state)
+        except StuckAnchor as exc:
+            if not force:
+                raise
+            log.error(exc.message)  # its job is ended; the state stays for a later delete
+            return
         try:
             state = ContainerState.load(spool)
         except ContainerNotFound:
@@ -161,7 +181,7 @@ def delete_container(ctx: CommandContext, spool: Spool, state: ContainerState) -
     spool.remove()
 
 
-def delete_matching(ctx: CommandContext, pattern: str) -> int:
+def delete_matching(ctx: CommandContext, pattern: str, *, force: bool) -> int:
     """Delete every container whose id `pattern` matches; each failure is reported in its
     own line and the others are still deleted. Exits with the last failure's code."""
     import re  # only for --regex (~2 ms)
@@ -177,7 +197,7 @@ def delete_matching(ctx: CommandContext, pattern: str) -> int:
         if expression.search(state.id) is None:
             continue
         try:
-            delete_container(ctx, ctx.spool(state.id), state)
+            delete_container(ctx, ctx.spool(state.id), state, force=force)
         except ScrunError as exc:
             log.error(exc.message)
             code = exc.exit_code
@@ -187,14 +207,15 @@ def delete_matching(ctx: CommandContext, pattern: str) -> int:
 def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="delete")
     (container_id,) = one_id(words, "delete")
+    force = bool(values.get("force"))
     if values.get("regex"):
-        return delete_matching(ctx, container_id)
+        return delete_matching(ctx, container_id, force=force)
     spool = ctx.spool(container_id)
     try:
         state = ContainerState.load(spool)
     except ContainerNotFound:
-        if values.get("force"):
+        if force:
             return 0
         raise
-    delete_container(ctx, spool, state)
+    delete_container(ctx, spool, state, force=force)
     return 0

@@ -42,7 +42,7 @@ def _start(ctx: CommandContext, spool: Spool) -> None:
     try:
         protocol.request(spool.socket, {"op": "start"})
     except ScrunError:
-        delete_container(ctx, spool, ContainerState.load(spool))
+        delete_container(ctx, spool, ContainerState.load(spool), force=False)
         raise
 
 
@@ -67,5 +67,5 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
             signal.signal(sig, handler)
     exit_code = shell_exit_code(os.waitstatus_to_exitcode(status))
     if not values.get("keep"):
-        delete_container(ctx, spool, ContainerState.load(spool))
+        delete_container(ctx, spool, ContainerState.load(spool), force=False)
     return exit_code
