@@ -455,9 +455,9 @@ def test_delete_of_a_frozen_anchor_ends_its_job_within_the_bound(root, tmp_path,
     frozen = Frozen(f"scrun-unit-{os.getpid()}")
     try:
         spool = stuck_container(root, tmp_path, frozen.process.pid, delete_timeout=1)
-        for argv, code in ((["delete", "stuck"], 1), (["delete", "--force", "stuck"], 0)):
+        for argv, status in ((["delete", "stuck"], 1), (["delete", "--force", "stuck"], 0)):
             started = time.monotonic()
-            assert main(argv) == code, argv
+            assert main(argv) == status, argv
             assert time.monotonic() - started < 5, argv
             line = one_error_line(capsys)
             assert f"anchor {frozen.process.pid} cannot be stopped (process state D" in line
