@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 IMAGE = "localhost/busybox"
 SCRUN = str(Path(sys.prefix) / "bin" / "scrun")
 # counts in /tmp/n ten times a second for as long as it is not frozen
-COUNTER = "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.1; done"
+# /tmp/n is replaced by a rename: a reader never sees it truncated and empty
+COUNTER = "i=0; while :; do i=$((i+1)); echo $i > /tmp/n.new; mv /tmp/n.new /tmp/n; sleep 0.1; done"
 
 
 def one_line(text: str) -> str:
