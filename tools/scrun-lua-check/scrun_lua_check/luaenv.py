@@ -39,9 +39,10 @@ CHUNK_NAME = "scrun.lua"
 _COMPILE_ERROR = re.compile(rf"^{re.escape(CHUNK_NAME)}:(\d+): (.*)$", re.DOTALL)
 
 
-def new_runtime() -> Any:
-    """A Lua state with only Lua's standard library (no `python` bridge functions)."""
-    return lupa_module.LuaRuntime(register_eval=False, register_builtins=False)
+def new_runtime(module: Any = lupa_module) -> Any:
+    """A Lua state of lupa's `module` (a Lua version) with only Lua's standard library (no
+    `python` bridge functions)."""
+    return module.LuaRuntime(register_eval=False, register_builtins=False)
 
 
 @dataclass(frozen=True)
@@ -101,9 +102,7 @@ def lua_env(lua51: bool = False) -> LuaEnv:
     if lua51:
         from lupa import lua51 as lupa51
 
-        old_names, old_fields = _standard_names(
-            lupa51.LuaRuntime(register_eval=False, register_builtins=False).globals()
-        )
+        old_names, old_fields = _standard_names(new_runtime(lupa51).globals())
         newer_only = frozenset(names - old_names) | frozenset(
             f"{library}.{name}"
             for library in fields.keys() & old_fields.keys()

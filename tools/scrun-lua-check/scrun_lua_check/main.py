@@ -129,6 +129,7 @@ def run(argv: Sequence[str]) -> int:
     settings = load_settings(args.config)
     ignore = settings.ignore | parse_codes(args.ignore, "--ignore")
     strict = args.strict or settings.strict
+    lua51 = args.lua51 or settings.lua51
     files = args.files or [default_script()]
     if (args.bundle or args.execute) and not args.dry_run:
         raise UsageError("--bundle and --execute need --dry-run")
@@ -136,7 +137,7 @@ def run(argv: Sequence[str]) -> int:
         raise UsageError("--dry-run needs --bundle DIR and exactly one FILE")
     diagnostics: list[Diagnostic] = []
     for path in files:
-        found = lint(path, read_source(path), lua51=args.lua51 or settings.lua51)
+        found = lint(path, read_source(path), lua51=lua51)
         diagnostics.extend(d for d in found if not matches(d.code, ignore))
     status = exit_code(diagnostics, strict)
     if not args.dry_run:
