@@ -334,6 +334,11 @@ def test_scope_resolution_rules() -> None:
          "  local function rm(d) return 'rm -rf -- ' .. quote(d) end\n"
          "  os.execute(rm(bundle))", []),
         ("local function rm(d) return 'rm -rf -- ' .. d end\n  os.execute(rm(bundle))", ["W803"]),
+        ("local function nice(c) return 'nice ' .. c end\n  os.execute(nice('ls'))", []),
+        ("local function nice(c) return 'nice ' .. c end\n"
+         "  local c = 'a' .. 'b' .. 'c' .. 'd' .. 'e' .. 'f'\n  os.execute(nice(c))", []),
+        ("local function nice(c) return 'nice ' .. c end\n  os.execute(nice('ls ' .. bundle))",
+         ["W803"]),
         ("local function f() return f() end\n  os.execute('x ' .. f())", ["W803"]),
         # a command grown piece by piece from safe pieces, or not
         ("local c = ''\n  for _ = 1, 2 do c = c .. 'x; ' end\n  os.execute(c)", []),

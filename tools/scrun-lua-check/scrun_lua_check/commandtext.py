@@ -8,8 +8,9 @@ value. A value is a problem unless it is *safe* or sits inside single quotes:
 * safe: literals, numbers (`%d`, `math.floor(x)`, arithmetic), the container id and the
   numeric ids scrun passes to the hooks (scrun only accepts ids made of `[A-Za-z0-9_.+-]`,
   starting with a letter or digit), calls of a function named like `quote`/`escape`, calls
-  of the script's own command builders (each value they return is itself a safe command),
-  and locals, concatenations and `string.format`s built only from safe parts;
+  of the script's own command builders (each value they return is a safe command but for
+  the parameters it splices unquoted, which get safe arguments), and locals,
+  concatenations and `string.format`s built only from safe parts;
 * inside double quotes `$(...)`, backticks, `$VAR` and `\\` still work: a problem;
 * `%q` is Lua's quoting (a `"..."` Lua literal), not the shell's: a problem anywhere.
 
@@ -202,7 +203,12 @@ def is_safe(
     if isinstance(expr, n.Call):
         function = ctx.called_function(expr)
         if function is not None:
-            return builds_safe_commands(ctx, function)
+            forwarded = safe_command_builder(ctx, function)
+            return forwarded is not None and all(
+                is_safe(ctx, arg, depth + 1, seen) or safe_command(ctx, arg)
+                for i, arg in enumerate(expr.args)
+                if i in forwarded
+            )
     if isinstance(expr, n.BinOp) and expr.op == "and":
         # `c and x` is `c` only when `c` is nil or false, which `..` cannot splice
         return is_safe(ctx, expr.right, depth + 1, seen)
@@ -226,17 +232,25 @@ def is_safe(
     return all(is_safe(ctx, value, depth + 1, seen | {variable}) for value in variable.values)
 
 
-# The script's functions whose returns builds_safe_commands is examining (a builder that
+def safe_command(ctx: LintContext, expr: n.Node) -> bool:
+    """Whether `expr` is a command with nothing unsafe in it (quoting followed through)."""
+    found = analyse(ctx, expr)
+    return not found.problems and not found.forwarded
+
+
+# The script's functions whose returns safe_command_builder is examining (a builder that
 # calls itself is not taken as safe).
 _examining: set[n.Function] = set()
 
 
-def builds_safe_commands(ctx: LintContext, function: n.Function) -> bool:
-    """Whether `function` is a command builder whose result may be spliced anywhere outside
-    quotes: it returns something, and each value it returns is a command with no problem
-    that forwards none of its parameters unquoted (`"rm -rf -- " .. quote(dir)`)."""
+def safe_command_builder(ctx: LintContext, function: n.Function) -> set[int] | None:
+    """When `function` is a command builder whose result may be spliced anywhere outside
+    quotes: the positions of the parameters it splices unquoted (its result is safe when
+    the arguments there are: `"sh -c " .. quote(c)` needs nothing, `"nice " .. c` a safe
+    `c`); else None. A builder returns something, and each value it returns is a command in
+    which nothing but those parameters is unsafe (`"rm -rf -- " .. quote(dir)`)."""
     if function in _examining:
-        return False
+        return None
     _examining.add(function)
     try:
         returned = [
@@ -244,10 +258,15 @@ def builds_safe_commands(ctx: LintContext, function: n.Function) -> bool:
             for node in n.walk(function.body)
             if isinstance(node, n.Return) and node.function is function and node.values
         ]
-        return bool(returned) and all(
-            not (found := analyse(ctx, value)).problems and not found.forwarded
-            for value in returned
-        )
+        forwarded: set[n.Node] = set()
+        for value in returned:
+            found = analyse(ctx, value)
+            if found.problems:
+                return None
+            forwarded |= {variable.decl for variable in found.forwarded}
+        if not returned:
+            return None
+        return {i for i, param in enumerate(function.params) if param in forwarded}
     finally:
         _examining.discard(function)
 
