@@ -37,7 +37,7 @@ from scrunlib.signals import SIGKILL, SIGPIPE, SIGXFSZ
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
 # After killing a timed-out child's group, how long to read what it wrote before giving up
@@ -77,10 +77,7 @@ def cancel_running() -> None:
     global _refusing
     _refusing = True
     for group in list(_running):
-        try:  # noqa: SIM105
-            os.killpg(group, SIGKILL)
-        except ProcessLookupError:
-            pass  # it ended meanwhile
+        _kill_group(group)
 
 
 def allow_again() -> None:
@@ -90,12 +87,19 @@ def allow_again() -> None:
 
 
 def run(
-    argv: Sequence[str], env: Mapping[str, str], timeout: float, *, merge_output: bool = False
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float,
+    *,
+    merge_output: bool = False,
+    prelude: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> tuple[int, str, str]:
     """Run `argv` with exactly `env`, stdin from /dev/null, in a process group of its own,
     to completion: (exit code, stdout, stderr); the exit code as subprocess's (-N for signal
     N); with `merge_output` stderr goes into stdout (and "" is returned for it). Raises
-    CannotRun, or TimedOut after `timeout` seconds."""
+    CannotRun, or TimedOut after `timeout` seconds. `prelude` talks to the child before it
+    is waited for (its stdin is then a pipe, closed once the prelude is done; it raises CannotRun
+    when the child cannot go on, and the child's group is killed)."""
     import subprocess
 
     if _refusing:
@@ -103,7 +107,7 @@ def run(
     try:
         proc = subprocess.Popen(
             list(argv),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if prelude is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if merge_output else subprocess.PIPE,
             env=dict(env),
@@ -113,9 +117,23 @@ def run(
         raise CannotRun(argv[0], exc) from exc
     _running.add(proc.pid)
     try:
+        if prelude is not None:
+            try:
+                prelude(proc)
+            except CannotRun:
+                _kill_group(proc.pid)
+                proc.communicate()
+                raise
         return _finish(proc, argv, timeout)
     finally:
         _running.discard(proc.pid)
+
+
+def _kill_group(group: int) -> None:
+    try:  # noqa: SIM105
+        os.killpg(group, SIGKILL)
+    except ProcessLookupError:
+        pass  # it ended meanwhile
 
 
 def _finish(
@@ -127,10 +145,7 @@ def _finish(
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:  # noqa: SIM105
-            os.killpg(proc.pid, SIGKILL)
-        except ProcessLookupError:
-            pass  # it ended meanwhile
+        _kill_group(proc.pid)
         try:
             out, _ = proc.communicate(timeout=DRAIN_SECONDS)
         except subprocess.TimeoutExpired:
