@@ -73,6 +73,15 @@ local function run_on_nodes(what, command)
 	return rc == 0
 end
 
+-- A node's command that reads or removes a container's copy there, run with all of the
+-- user's ids mapped (unshare --map-auto: util-linux 2.38 and newuidmap, which rootless crun
+-- needs too) where it can: crun made some of the copy as the container's other ids (the
+-- mount points of a --userns=keep-id container belong to a subordinate id of the user's).
+local function with_user_ids(command)
+	return "if unshare --map-auto --map-root-user true 2>/dev/null; then exec unshare --map-auto --map-root-user -- /bin/sh -c "
+		.. quote(command) .. "; fi\n" .. command
+end
+
 local function carried_path(id, user_id)
 	return string.format("%s/%d/scrun/%s", scratch, math.floor(user_id), id)
 end
@@ -223,6 +232,14 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	config["hooks"] = nil
 	if config["linux"] ~= nil then
 		config["linux"]["cgroupsPath"] = nil
+		if user_id ~= 0 then
+			-- a rootless engine's id mappings name its own namespace's ids, which mean
+			-- nothing on a node: there crun, run as the user, maps the container's user
+			-- to the user and its other ids to the user's subordinate ids (so a
+			-- --userns=keep-id container runs as the user, as on the login host)
+			config["linux"]["uidMappings"] = nil
+			config["linux"]["gidMappings"] = nil
+		end
 	end
 	local file = io.open(carry .. "/config.json", "wb")
 	if not file then
@@ -248,7 +265,8 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		-- (on the nodes too, where the copy may have stopped half way: best effort, as a job
 		-- that has already ended runs no step)
 		local here = node_path(id, user_id)
-		local _ = slurm.remote_command("(" .. private_dir_command(node_local, here, false) .. ") && rm -rf -- " .. quote(here))
+		local _ = slurm.remote_command("(" .. private_dir_command(node_local, here, false) .. ") && "
+			.. with_user_ids("rm -rf -- " .. quote(here)))
 		if slurm.allocator_command(private_dir_command(scratch, carry, false)) == 0 then
 			return run("removing the carried copy", "rm -rf -- " .. quote(carry)) and slurm.SUCCESS or slurm.ERROR
 		end
@@ -259,7 +277,7 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		.. "rsync -a --numeric-ids --delete -- " .. quote(root_path .. "/") .. " " .. quote(carry .. "/rootfs/")
 		.. " && rsync -a --numeric-ids --delete -- " .. quote(bundle .. "/mounts/") .. " " .. quote(carry .. "/mounts/")
 		.. "; fi; s=$?; rm -rf -- " .. quote(bundle) .. "; exit $s"
-	local synced = run_on_nodes("copying what the container wrote back", back)
+	local synced = run_on_nodes("copying what the container wrote back", with_user_ids(back))
 		and run("copying the root filesystem back",
 			"rsync -a --numeric-ids --delete -- " .. quote(carry .. "/rootfs/") .. " " .. quote(orig_root_path .. "/"))
 	local config = read_config(config_file)

@@ -208,6 +208,14 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	config["hooks"] = nil
 	if config["linux"] ~= nil then
 		config["linux"]["cgroupsPath"] = nil
+		if user_id ~= 0 then
+			-- a rootless engine's id mappings name its own namespace's ids, which mean
+			-- nothing on a node: there crun, run as the user, maps the container's user
+			-- to the user and its other ids to the user's subordinate ids (so a
+			-- --userns=keep-id container runs as the user, as on the login host)
+			config["linux"]["uidMappings"] = nil
+			config["linux"]["gidMappings"] = nil
+		end
 	end
 	local file = io.open(staged .. "/config.json", "wb")
 	if not file then

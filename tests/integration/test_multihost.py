@@ -229,6 +229,45 @@ def test_writes_to_a_bind_mount_the_nodes_cannot_see_come_back(
             shutil.rmtree(directory, ignore_errors=True)
 
 
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+@pytest.mark.parametrize("mode", ["keep-id", "default", "user"])
+def test_every_rootless_user_namespace_mode_runs_as_the_user(
+    mode: str,
+    script: str,
+    pair: tuple[User, User],
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """Rootless podman's `--userns=keep-id` (cwltool's and podman-hpc's choice: its root
+    filesystem belongs to the user's subordinate ids, out of the real user's reach), its
+    default and `--user`: staged, run on a node as the container expects, and what the
+    container writes to a bind mount belongs to the user on the login host."""
+    site = site_runtime(SCRIPT_TEXTS[script](cluster["SCRUN_SHARED_DIR"]))
+    for person in pair:
+        options, uid_inside = {
+            "keep-id": (["--userns=keep-id"], person.uid),
+            "default": ([], 0),
+            "user": (["--user", "4242:4242"], 4242),
+        }[mode]
+        out = Path(f"/var/tmp/scrun-userns-{uuid.uuid4().hex[:10]}")
+        out.mkdir()
+        os.chown(out, person.uid, person.uid)
+        try:
+            program = "id -u; echo written > /out/result"
+            done = person.podman(
+                "run", "--rm", *options, "-v", f"{out}:/out", IMAGE, "sh", "-c", program,
+                env=user_site(person, site),
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert done.stdout == f"{uid_inside}\n", done.stdout
+            assert (out / "result").read_text() == "written\n"
+            assert (out / "result").stat().st_uid == person.uid
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        assert_users_clean(person)
+
+
 def test_a_scratch_dir_another_user_made_is_refused(
     pair: tuple[User, User],
     cluster: Cluster,
