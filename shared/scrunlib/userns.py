@@ -8,8 +8,8 @@ UID=1000". So every Slurm command scrun runs goes through
 
     unshare --user --map-user=<real uid> --map-group=<real gid> --keep-caps -- COMMAND...
 
-a child user namespace in which the real ids are the process's own. scrun.lua's commands
-get a child namespace that maps every id ours does, as the host's (with_all_user_ids). It stays in the
+a child user namespace in which the real ids are the process's own (scrun.lua's commands
+get one that maps every id ours does, as the host's: with_all_user_ids). It stays in the
 caller's mount namespace, so the command sees the same files (a rootfs that podman mounted
 only there included). --keep-caps keeps the powers that podman's uid 0 had over the user's
 own files (only the user's ids are mapped there): the man page's scrun.lua removes its
