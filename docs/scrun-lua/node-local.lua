@@ -16,8 +16,9 @@
 -- `shared_sources` (the homes, the scratch) are left alone: the nodes see them.
 -- Stage-out copies what the container wrote on its first node back: into podman's or
 -- docker's copy of the root filesystem, and into every bind mount it carried that is not
--- read-only, deletions included (what the container wrote to `-v /data:/data` is in /data on
--- the login host afterwards). Then it removes the copies, on the nodes and in the scratch.
+-- read-only: what the container changed there (not its whole copy: what others wrote
+-- meanwhile stays), deletions included (what it wrote to `-v /data:/data` is in /data on the
+-- login host afterwards). Then it removes the copies, on the nodes and in the scratch.
 -- Every directory on the way to <scratch>/<uid>/scrun/<id> and, on each node, to
 -- <node_local>/scrun-<uid>/<id> must be the user's or root's and writable by no one else
 -- (root's sticky directories, like /tmp, excepted): no other user can plant, swap or read
@@ -99,8 +100,8 @@ end
 -- namespace, as under rootless podman, root's files show the overflow uid, as do a root-
 -- squashing NFS server's: it counts as root's above `base` only.)
 local function private_dir_command(base, path, make)
-	return "base=" .. quote(base) .. " path=" .. quote(path) .. " make=" .. (make and "1" or "0") .. [[
- me=$(id -u)
+	return "base=" .. quote(base) .. " path=" .. quote(path) .. " make=" .. (make and "1" or "0") .. "\n" .. [[
+me=$(id -u)
 nobody=$(cat /proc/sys/kernel/overflowuid 2>/dev/null || echo 65534)
 fail() { echo "unsafe staging path: $*"; exit 1; }
 site() { [ "$1" = "$me" ] || [ "$1" = 0 ] || [ "$1" = "$nobody" ]; }
@@ -177,26 +178,60 @@ local function inner_scratch(source)
 	return ""
 end
 
--- A shell command (a subshell) that copies `from` to `to`: a directory's contents with
--- deletions, a file in place; leaving out `skip` (relative to `from`). With `limit_kib`, it
--- first refuses a source larger than that. A failure ends the whole script, or with
--- `keep_going` only sets `failed`.
-local function sync_command(from, to, skip, limit_kib, keep_going)
-	return "(from=" .. quote(from) .. " to=" .. quote(to) .. " skip=" .. quote(skip) .. " limit=" .. math.floor(limit_kib or 0) .. [[
- set --
+-- A shell command (a subshell) that carries the bind mount source `from` to `to` (a
+-- directory's contents, or a file), leaving out `skip` (relative to `from`), after refusing
+-- a source larger than `limit_kib`. It writes beside the copy what the copy back needs:
+-- `to.carried`, the entries carried (NUL-separated), and `to.since`, touched last: what the
+-- container creates, changes or deletes is told from what others did meanwhile by it.
+local function carry_in_command(from, to, skip, limit_kib)
+	return "(from=" .. quote(from) .. " to=" .. quote(to) .. " skip=" .. quote(skip) .. " limit=" .. math.floor(limit_kib) .. "\n" .. [[
+set --
 if [ -n "$skip" ]; then set -- --exclude="/$skip"; fi
-if [ "$limit" -gt 0 ]; then
-	if [ -n "$skip" ]; then size=$(du -sk --exclude="$from/$skip" -- "$from"); else size=$(du -sk -- "$from"); fi || exit 1
-	size=${size%%[!0-9]*}
-	if [ "$size" -gt "$limit" ]; then
-		echo "$from holds $((size / 1024)) MiB, more than this site carries to the nodes ($((limit / 1024)) MiB): put it on a filesystem the nodes share"
-		exit 1
-	fi
+if [ -n "$skip" ]; then size=$(du -sk --exclude="$from/$skip" -- "$from"); else size=$(du -sk -- "$from"); fi || exit 1
+size=${size%%[!0-9]*}
+if [ "$size" -gt "$limit" ]; then
+	echo "$from holds $((size / 1024)) MiB, more than this site carries to the nodes ($((limit / 1024)) MiB): put it on a filesystem the nodes share"
+	exit 1
 fi
 if [ -d "$from" ] && [ ! -L "$from" ]; then
-	exec rsync -a --numeric-ids --inplace --delete "$@" -- "$from/" "$to/"
+	rsync -a --numeric-ids "$@" -- "$from/" "$to/" && (cd "$to" && find . -mindepth 1 -printf '%P\0') >"$to.carried"
+else
+	rsync -a --numeric-ids -- "$from" "$to"
+fi && touch -- "$to.since") || exit 1
+]]
+end
+
+-- A shell command (a subshell) that writes, beside each bind mount's copy in `mounts`,
+-- `<copy>.changed`: the entries whose status changed after its `.since` (a file's: "x"
+-- when it did), as carry_back_command reads them.
+local function changed_lists_command(mounts)
+	return "(for since in " .. quote(mounts) .. [[/*.since; do
+	[ -e "$since" ] || continue
+	copy=${since%.since}
+	if [ -d "$copy" ] && [ ! -L "$copy" ]; then
+		(cd "$copy" && find . -mindepth 1 -cnewer "$since" -printf '%P\0') >"$copy.changed" || exit 1
+	else
+		find "$copy" -maxdepth 0 -cnewer "$since" -printf x >"$copy.changed" || exit 1
+	fi
+done)]]
+end
+
+-- A shell command (a subshell) that copies back into the bind mount source `source` what
+-- the container changed in its copy `copy`: the entries `copy.changed` lists (written by
+-- changed_lists_command where it ran), and the deletions of what was carried; nothing
+-- else, so what others wrote to `source` meanwhile stays (two containers of one `-v DIR`:
+-- both one's and the other's writes). A failure sets `failed`.
+local function carry_back_command(copy, source)
+	return "(copy=" .. quote(copy) .. " source=" .. quote(source) .. "\n" .. [[
+if [ ! -f "$copy.changed" ]; then echo "no list of what the container changed in $copy"; exit 1; fi
+if [ ! -d "$copy" ] || [ -L "$copy" ]; then
+	[ ! -s "$copy.changed" ] || exec rsync -a --numeric-ids --inplace -- "$copy" "$source"
+	exit 0
 fi
-exec rsync -a --numeric-ids --inplace -- "$from" "$to") || ]] .. (keep_going and "failed=1" or "exit 1") .. "\n"
+rsync -a --numeric-ids --inplace --from0 --files-from="$copy.changed" -- "$copy/" "$source/" || exit 1
+(cd "$copy" && find . -mindepth 1 -printf '%P\0') | sort -z >"$copy.now" || exit 1
+sort -z "$copy.carried" | comm -z -23 - "$copy.now" | xargs -0 -r -I{} rm -rf -- "$source/{}") || failed=1
+]]
 end
 
 function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
@@ -222,7 +257,7 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	local copies = ""
 	for _, carried in ipairs(carried_mounts(config)) do
 		local copy = string.format("%s/mounts/%d", carry, carried.index)
-		copies = copies .. sync_command(carried.source, copy, inner_scratch(carried.source), carry_limit_mib * 1024)
+		copies = copies .. carry_in_command(carried.source, copy, inner_scratch(carried.source), carry_limit_mib * 1024)
 		config["mounts"][carried.index]["source"] = string.format("%s/mounts/%d", here, carried.index)
 	end
 	if copies ~= "" and not run("copying the bind mounts", copies) then
@@ -248,8 +283,10 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	end
 	file:write(slurm.to_json(config))
 	file:close()
+	-- (each bind mount's copy is new here: its `.since` is touched again after it)
 	local copy = private_dir_command(node_local, here, true)
 		.. "\ncp -a -- " .. quote(carry .. "/.") .. " " .. quote(here .. "/")
+		.. " && for m in " .. quote(here .. "/mounts") .. "/*.since; do [ ! -e \"$m\" ] || touch -- \"$m\"; done"
 	if not run_on_nodes("copying the container", copy) then
 		return slurm.ERROR
 	end
@@ -273,8 +310,11 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		return slurm.SUCCESS
 	end
 	-- the first node's copy is the container's task 0: what it wrote goes back
+	-- (with, beside each bind mount's copy, the list of what the container changed in it:
+	-- only this node can tell, by its `.since`)
 	local back = "if [ \"$SLURM_NODEID\" = 0 ]; then "
 		.. "rsync -a --numeric-ids --delete -- " .. quote(root_path .. "/") .. " " .. quote(carry .. "/rootfs/")
+		.. " && " .. changed_lists_command(bundle .. "/mounts")
 		.. " && rsync -a --numeric-ids --delete -- " .. quote(bundle .. "/mounts/") .. " " .. quote(carry .. "/mounts/")
 		.. "; fi; s=$?; rm -rf -- " .. quote(bundle) .. "; exit $s"
 	local synced = run_on_nodes("copying what the container wrote back", with_user_ids(back))
@@ -289,7 +329,7 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 	for _, carried in ipairs(carried_mounts(config)) do
 		if carried.writable then
 			local copy = string.format("%s/mounts/%d", carry, carried.index)
-			copies = copies .. sync_command(copy, carried.source, inner_scratch(carried.source), nil, true)
+			copies = copies .. carry_back_command(copy, carried.source)
 		end
 	end
 	if synced and copies ~= "" then

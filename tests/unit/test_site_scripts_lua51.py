@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,12 @@ class FakeSlurm:
         )
 
 
+def start_ns(staged: str) -> int:
+    """The newest `.since` mark of a staged bundle's bind mounts (0 when none)."""
+    marks = list(Path(staged).glob("mounts/*.since")) if staged else []
+    return max((mark.stat().st_mtime_ns for mark in marks), default=0)
+
+
 class Site:
     """A login host's tree: podman's bundle and rootfs, a user's data directory, a read-only
     one, a home the nodes share; the scratch and the nodes' local disk."""
@@ -129,18 +136,30 @@ class Site:
     def carried(self) -> Path:
         return self.scratch / str(UID) / "scrun" / CONTAINER
 
-    def stage_in(self) -> int:
+    def stage_in(self, container: str = CONTAINER) -> int:
+        """Stage-in of `container`; then wait until what it writes is newer than what was
+        staged (file times tick every few ms: a container starts much later)."""
         hook = self.runtime.globals().slurm_scrun_stage_in
         config = str(self.bundle / "config.json")
-        return int(hook(CONTAINER, str(self.bundle), "/spool", config, 7, UID, UID, {}))
+        self.slurm.bundle = ""
+        rc = int(hook(container, str(self.bundle), "/spool", config, 7, UID, UID, {}))
+        probe = self.scratch / "probe"
+        start = time.monotonic_ns()
+        while time.monotonic_ns() - start < 1e9:
+            probe.touch()
+            if probe.stat().st_ctime_ns > start_ns(self.slurm.bundle):
+                break
+        probe.unlink()
+        return rc
 
-    def stage_out(self) -> int:
+    def stage_out(self, container: str = CONTAINER, bundle: str | None = None) -> int:
         hook = self.runtime.globals().slurm_scrun_stage_out
-        bundle = self.slurm.bundle or str(self.bundle)
-        root = f"{bundle}/rootfs" if self.slurm.bundle else str(self.bundle / "rootfs")
+        bundle = bundle if bundle is not None else self.slurm.bundle or str(self.bundle)
+        staged = bundle != str(self.bundle)
+        root = f"{bundle}/rootfs" if staged else str(self.bundle / "rootfs")
         config = str(self.bundle / "config.json")
         return int(
-            hook(CONTAINER, bundle, str(self.bundle), root, str(self.bundle / "rootfs"),
+            hook(container, bundle, str(self.bundle), root, str(self.bundle / "rootfs"),
                  "/spool", config, 7, UID, UID)
         )  # fmt: skip
 
@@ -263,3 +282,22 @@ def test_a_node_local_path_another_user_made_is_refused(tmp_path: Path) -> None:
     assert f"unsafe staging path: {site.node}/scrun-{UID} belongs to uid 54321" in error, error
     assert site.stage_out() == 0, site.slurm.errors
     assert not site.carried.exists()
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_two_containers_of_one_bind_mount_keep_each_others_writes(
+    tmp_path: Path, name: str
+) -> None:
+    """Two containers of one `-v DIR` at once: each copies back what it changed (and
+    deleted), not its whole copy, so neither undoes the other's writes."""
+    site = Site(tmp_path, name)
+    assert site.stage_in("a") == 0, site.slurm.errors
+    first = Path(site.slurm.bundle)
+    assert site.stage_in("b") == 0, site.slurm.errors
+    second = Path(site.slurm.bundle)
+    (first / "mounts" / "5" / "a").write_text("a\n")
+    (first / "mounts" / "5" / "old").unlink()
+    (second / "mounts" / "5" / "b").write_text("b\n")
+    assert site.stage_out("a", str(first)) == 0, site.slurm.errors
+    assert site.stage_out("b", str(second)) == 0, site.slurm.errors
+    assert sorted(p.name for p in site.data.iterdir()) == ["a", "b", "sub"]
