@@ -98,6 +98,24 @@ def test_exec_with_a_terminal_sees_its_size_and_its_changes(
     assert_terminal_session(argv, cluster.env, resizes=exec_terminal_resizes())
 
 
+def test_exec_with_a_terminal_under_script_shows_no_stray_byte(
+    cluster: Cluster, running: Callable[..., str]
+) -> None:
+    """issue 31's `script -qec "stty rows 33 cols 101; podman exec -it C stty size"` shows
+    the size alone. script's stdin stays open: at its end, script writes an end-of-file
+    character into the session, which podman passes on as typed input (`^@` echoed), with
+    crun as with scrun; that byte is the caller's."""
+    podman = shlex.join(["podman", "--runtime", "scrun", "exec", "-it", running(), "stty", "size"])
+    argv = ["script", "-qec", f"stty rows 33 cols 101; {podman}", "/dev/null"]
+    with subprocess.Popen(
+        argv, env=cluster.env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as session:
+        assert session.stdout is not None
+        shown = session.stdout.read()  # until the session ends, its stdin still open
+        assert session.wait(timeout=60) == 0, shown
+    assert shown == b"33 101\r\n", shown
+
+
 def test_exec_with_a_terminal_and_no_input_names_its_terminal(
     cluster: Cluster, running: Callable[..., str]
 ) -> None:
