@@ -7,6 +7,7 @@ nothing else), `commit` of a running container, `checkpoint` refused, `run -it` 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -76,6 +77,14 @@ def counter(run: Callable[..., subprocess.CompletedProcess[str]], name: str) -> 
     return int(done.stdout)
 
 
+def staged_counter(cluster: Cluster, cid: str) -> int:
+    """The counter as the container's node last wrote it, read from its root filesystem as
+    the cluster's scrun.lua staged it on the shared scratch (an exec would wait for a frozen
+    container)."""
+    staged = Path(cluster["SCRUN_SHARED_DIR"]) / str(os.getuid()) / "scrun" / cid
+    return int((staged / "rootfs" / "tmp" / "n").read_text())
+
+
 def assert_pause_freezes(
     cluster: Cluster,
     engine: Callable[..., subprocess.CompletedProcess[str]],
@@ -92,7 +101,9 @@ def assert_pause_freezes(
     assert state["status"] == "paused", state
     listed = scrun(cluster, "ps", cid, "-o", "stat,args", root=root)
     assert listed.returncode == 0 and frozen(listed.stdout), listed
+    stood = staged_counter(cluster, cid)
     time.sleep(1.5)  # 15 counts, were it running
+    assert staged_counter(cluster, cid) == stood, "the counter went on while paused"
     resumed = engine("unpause", name)
     assert resumed.returncode == 0, resumed.stderr
     before = counter(engine, name)
