@@ -30,6 +30,7 @@ imports plumbum in 72.5 ms (`-X importtime`: 58-72 ms cumulative).
 from __future__ import annotations
 
 import os
+from _thread import allocate_lock  # the interpreter holds it from its start; threading does not
 
 from scrunlib.errors import reason
 from scrunlib.signals import SIGKILL, SIGPIPE, SIGXFSZ
@@ -67,26 +68,54 @@ class TimedOut(Exception):
 
 # The process groups of the bounded runs in flight. cancel_running() ends them and refuses
 # new ones until allow_again(): a container removed while scrun.lua's stage-in runs its
-# commands (in the anchor's worker thread) must not wait for an rsync to finish.
+# commands (in the anchor's worker thread) must not wait for an rsync to finish. The main
+# thread cancels while the worker starts commands: `_lock` makes "is it refused?" and
+# "register it" one step each side, so that a run started meanwhile is killed too.
 _running: set[int] = set()
 _refusing = False
+_lock = allocate_lock()
+
+
+def _kill_group(group: int) -> None:
+    try:  # noqa: SIM105
+        os.killpg(group, SIGKILL)
+    except ProcessLookupError:
+        pass  # it ended meanwhile
 
 
 def cancel_running() -> None:
     """Kill every bounded run in flight (its whole process group); refuse new ones."""
     global _refusing
-    _refusing = True
-    for group in list(_running):
-        try:  # noqa: SIM105
-            os.killpg(group, SIGKILL)
-        except ProcessLookupError:
-            pass  # it ended meanwhile
+    with _lock:
+        _refusing = True
+        for group in _running:
+            _kill_group(group)
 
 
 def allow_again() -> None:
     """Runs start again (stage-out, once an abandoned stage-in has ended)."""
     global _refusing
-    _refusing = False
+    with _lock:
+        _refusing = False
+
+
+def _refused() -> bool:
+    with _lock:
+        return _refusing
+
+
+def _register(group: int) -> None:
+    """Count a started run as in flight; one started while cancel_running() ran (after
+    `_refused()` said no) is killed here, as that call would have killed it."""
+    with _lock:
+        _running.add(group)
+        if _refusing:
+            _kill_group(group)
+
+
+def _unregister(group: int) -> None:
+    with _lock:
+        _running.discard(group)
 
 
 def run(
@@ -98,7 +127,7 @@ def run(
     CannotRun, or TimedOut after `timeout` seconds."""
     import subprocess
 
-    if _refusing:
+    if _refused():
         raise CannotRun(argv[0], OSError("not run: the container is being removed"))
     try:
         proc = subprocess.Popen(
@@ -111,11 +140,11 @@ def run(
         )
     except OSError as exc:
         raise CannotRun(argv[0], exc) from exc
-    _running.add(proc.pid)
+    _register(proc.pid)
     try:
         return _finish(proc, argv, timeout)
     finally:
-        _running.discard(proc.pid)
+        _unregister(proc.pid)
 
 
 def _finish(
@@ -127,10 +156,7 @@ def _finish(
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:  # noqa: SIM105
-            os.killpg(proc.pid, SIGKILL)
-        except ProcessLookupError:
-            pass  # it ended meanwhile
+        _kill_group(proc.pid)
         try:
             out, _ = proc.communicate(timeout=DRAIN_SECONDS)
         except subprocess.TimeoutExpired:
