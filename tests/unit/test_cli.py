@@ -54,8 +54,9 @@ def test_state_is_one_line_of_json_as_slurm_25_05s_scrun_prints_it(root, capsys)
 
     spool = Spool(str(root), "oneline")
     spool.create()
-    state = ContainerState(id="oneline", bundle="/b", rootfs="/b/rootfs", job_id=7, exit_code=3)
-    state.transition(Status.STOPPED)
+    state = ContainerState(
+        id="oneline", bundle="/b", rootfs="/b/rootfs", job_id=7, exit_code=3, status=Status.STOPPED
+    )
     state.save(spool)
     assert main(["--root", str(root), "state", "oneline"]) == 0
     out = capsys.readouterr().out
