@@ -1,9 +1,10 @@
 """The container's end, in order, on the real cluster: its tasks end, then stage-out copies
 its files back, then it is `stopped`; and removing a container mid-way leaves nothing.
 
-Each test stages with the cluster's own scrun.lua (`with_cluster_staging`), wrapped by
-hooks that let the test look while stage-out runs: `findings`, a directory in the shared
-dir, gets what they saw.
+Each test stages with a shipped layout (docs/scrun-lua: the cluster's own shared scratch,
+and the node-local one, whose copies are on the nodes' own disks), wrapped by hooks that
+let the test look while stage-out runs: `findings`, a directory in the shared dir, gets
+what they saw, read on the node (slurm.remote_command) where the container ran.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import with_cluster_staging
+from conftest import REPO, with_cluster_staging, with_staging
 from helpers import copy_out, wait_for
 
 if TYPE_CHECKING:
@@ -28,18 +29,15 @@ if TYPE_CHECKING:
 IMAGE = "localhost/busybox"
 MakeSite = Callable[..., "SiteRuntime"]
 
-# stage-out, watched: `began` gets /count as stage-out found it; a second later (time for
-# a task that still ran to write again) and once the test's `go` exists (60 s at most),
-# `ended` gets /count again; then the cluster's stage-out copies the files back.
+# stage-out, watched: `began` gets /count as the node shows it when stage-out begins; a
+# second later (time for a task that still ran to write again) and once the test's `go`
+# exists (60 s at most), `ended` gets it again; then the layout's stage-out copies back.
 LOOKING_STAGE_OUT = """
 local findings = %s
 local function exists(path) local f = io.open(path) if f then f:close() end return f ~= nil end
-local function read(path)
-  local f = io.open(path)
-  if not f then return "(none)" end
-  local text = f:read("a")
-  f:close()
-  return text
+local function on_node(path)
+  local _, output = slurm.remote_command("cat '" .. path .. "' 2>/dev/null || echo '(none)'")
+  return output
 end
 local function write(name, text)
   local f = assert(io.open(findings .. "/" .. name .. ".tmp", "w"))
@@ -54,23 +52,33 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 end
 function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
                                config_file, job_id, user_id, group_id)
-  write("began", read(root_path .. "/count"))
+  write("began", on_node(root_path .. "/count"))
   os.execute("sleep 1")
   local waited = 0
   while not exists(findings .. "/go") and waited < 600 do
     os.execute("sleep 0.1")
     waited = waited + 1
   end
-  write("ended", read(root_path .. "/count"))
+  write("ended", on_node(root_path .. "/count"))
   return cluster_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
                            config_file, job_id, user_id, group_id)
 end
 return slurm.SUCCESS
 """
 
-# Writes a counter to /count as fast as it can until it is killed: a container that
-# writes until the last moment (each write whole: a rename).
-WRITER = "i=0; while :; do i=$((i+1)); echo $i > /count.new; mv /count.new /count; done"
+# Says it runs, then writes a counter to /count as fast as it can until it is killed: a
+# container that writes until the last moment (each write whole: a rename).
+WRITER = (
+    "echo writing; i=0; while :; do i=$((i+1)); echo $i > /count.new; mv /count.new /count; done"
+)
+
+
+def node_local_staging(cluster: Cluster) -> str:
+    """docs/scrun-lua/node-local.lua, carrying through the cluster's shared dir."""
+    text = (REPO / "docs" / "scrun-lua" / "node-local.lua").read_text()
+    line = 'local scratch = "/scratch"'
+    assert text.count(line) == 1, f"node-local.lua: no {line!r}"
+    return text.replace(line, f'local scratch = "{cluster["SCRUN_SHARED_DIR"]}"')
 
 
 @pytest.fixture
@@ -84,10 +92,18 @@ def findings(cluster: Cluster) -> Iterator[Path]:
     path.rmdir()
 
 
-@pytest.fixture
-def looking_site(cluster: Cluster, site_runtime: MakeSite, findings: Path) -> SiteRuntime:
+@pytest.fixture(params=["shared-scratch", "node-local"])
+def looking_site(
+    request: pytest.FixtureRequest, cluster: Cluster, site_runtime: MakeSite, findings: Path
+) -> SiteRuntime:
     hooks = LOOKING_STAGE_OUT % json.dumps(str(findings))
+    if request.param == "node-local":
+        return site_runtime(with_staging(node_local_staging(cluster), hooks))
     return site_runtime(with_cluster_staging(cluster, hooks))
+
+
+def writing(site: SiteRuntime, name: str) -> bool:
+    return "writing" in site.podman("logs", name).stdout
 
 
 def state_of(site: SiteRuntime, cid: str) -> dict[str, Any]:
@@ -95,11 +111,6 @@ def state_of(site: SiteRuntime, cid: str) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr
     state: dict[str, Any] = json.loads(done.stdout)
     return state
-
-
-def staged_count(cluster: Cluster, cid: str) -> Path:
-    """/count in the staged copy the container runs from (the cluster's scrun.lua)."""
-    return Path(cluster["SCRUN_SHARED_DIR"]) / str(os.getuid()) / "scrun" / cid / "rootfs/count"
 
 
 def login_processes() -> str:
@@ -133,7 +144,6 @@ def test_state_says_running_until_stage_out_has_run(
 
 
 def test_stop_brings_back_the_last_write_of_a_container_that_writes_to_its_end(
-    cluster: Cluster,
     looking_site: SiteRuntime,
     findings: Path,
     tmp_path: Path,
@@ -147,8 +157,7 @@ def test_stop_brings_back_the_last_write_of_a_container_that_writes_to_its_end(
     started = looking_site.podman("run", "-d", "--name", name, IMAGE, "sh", "-c", WRITER)
     assert started.returncode == 0, started.stderr
     try:
-        count = staged_count(cluster, started.stdout.strip())
-        wait_for("the container to write", count.exists, 60)
+        wait_for("the container to write", lambda: writing(looking_site, name), 60)
         stopped = looking_site.podman("stop", "-t", "1", name, timeout=120)
         assert stopped.returncode == 0, stopped.stderr
         wait_for("stage-out to end", lambda: (findings / "ended").exists(), 60)
@@ -162,7 +171,6 @@ def test_stop_brings_back_the_last_write_of_a_container_that_writes_to_its_end(
 
 
 def test_delete_after_a_dead_anchor_stages_out_once_the_tasks_have_ended(
-    cluster: Cluster,
     looking_site: SiteRuntime,
     findings: Path,
     no_leftovers: Callable[..., None],
@@ -176,7 +184,7 @@ def test_delete_after_a_dead_anchor_stages_out_once_the_tasks_have_ended(
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
     try:
-        wait_for("the container to write", staged_count(cluster, cid).exists, 60)
+        wait_for("the container to write", lambda: writing(looking_site, name), 60)
         os.kill(state_of(looking_site, cid)["pid"], signal.SIGKILL)
         removed = looking_site.podman("rm", "-f", "-t", "0", name, timeout=120)
         assert removed.returncode == 0, removed.stderr
