@@ -474,7 +474,7 @@ def test_delete_of_a_frozen_anchor_ends_its_job_within_the_bound(root, tmp_path,
 
 
 def test_delete_kills_a_stopped_anchor_after_delete_timeout(root, tmp_path, capsys):
-    """A stopped anchor (state T) would be waited for lua_timeout + step_grace + 30 s;
+    """A stopped anchor (state T) would be waited for lua_timeout + 2 step_grace + 30 s;
     after delete_timeout it gets SIGKILL, which ends it, and the delete completes."""
     import signal
     import subprocess

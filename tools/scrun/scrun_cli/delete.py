@@ -28,7 +28,6 @@ from scrunlib.errors import ContainerNotFound, ScrunError, SlurmError, UsageErro
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.processes import ends_within
 from scrunlib.signals import SIGKILL, SIGTERM
-from scrunlib.slurm_commands import container_step_names
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, process_alive, process_stuck
 
@@ -100,7 +99,8 @@ def stop_anchor(ctx: CommandContext, spool: Spool, state: ContainerState) -> Non
         return
     stuck = process_stuck(pid)
     if stuck is None:
-        longest = ctx.site.lua_timeout + ctx.site.step_grace + 30
+        # its hooks, its srun's end and its tasks' (step_grace each), its job's end
+        longest = ctx.site.lua_timeout + 2 * ctx.site.step_grace + 30
         if wait_gone(pid, start_time, max(longest - bound, 0)):
             return
         log.error(f"anchor {pid} did not stop in {longest:.0f}s; killing it")
@@ -173,6 +173,8 @@ def stage_out_left(ctx: CommandContext, spool: Spool, state: ContainerState, slu
     for until none is listed (`step_grace` seconds at most; past that, stage-out is not
     run: it would copy files a task may still write)."""
     if state.job_id is not None:
+        from scrunlib.slurm_commands import container_step_names
+
         names = container_step_names(state.step_name, state.existing_job)
         if not slurm.end_steps(state.job_id, names, ctx.site.step_grace):
             log.error(
