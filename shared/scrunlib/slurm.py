@@ -355,7 +355,8 @@ class Slurm:
         """scancel; a job that already ended counts as success."""
         code, out, err = self.run(cancel_argv(self.path("scancel"), job_id, signal, step_id))
         text = err + out
-        if code != 0 and "already completed" not in text and "Invalid job id" not in text:
+        # "Job/step already completed", "... already completing or completed"
+        if code != 0 and "already complet" not in text and "Invalid job id" not in text:
             raise SlurmError(f"scancel {job_id} failed: {last_line(text)}")
 
     def step_ids(self, job_id: int, *step_names: str) -> list[int]:
@@ -366,23 +367,27 @@ class Slurm:
             raise SlurmError(f"cannot list the steps of job {job_id}: {last_line(err or out)}")
         return named_steps(out, step_names) if code == 0 else []
 
-    def end_steps(self, job_id: int, step_names: Sequence[str], timeout: float) -> bool:
-        """Cancel the job's running steps named any of `step_names` and wait until Slurm
-        lists none of them. A step leaves the list once its tasks have ended on every node:
-        killing its srun here does not end them, and whatever copies their files must wait
-        for that. True once none is listed (a job that has ended has none), False when one
-        still is after `timeout` seconds (its tasks may still run). SlurmError when Slurm
-        cannot be asked."""
-        deadline = time.monotonic() + timeout
+    def end_steps(
+        self, job_id: int, step_names: Sequence[str], timeout: float, cancel_after: float = 0.0
+    ) -> bool:
+        """Wait until Slurm lists none of the job's steps named any of `step_names`,
+        cancelling those still listed after `cancel_after` seconds (a step that is ending
+        by itself is left to end as it does: its accounting record says how). A step leaves
+        the list once its tasks have ended on every node: killing its srun here does not
+        end them, and whatever copies their files must wait for that. True once none is
+        listed (a job that has ended has none), False when one still is after `timeout`
+        seconds (its tasks may still run). SlurmError when Slurm cannot be asked."""
+        started = time.monotonic()
         cancelled: set[int] = set()
         while True:
             steps = self.step_ids(job_id, *step_names)
             if not steps:
                 return True
-            for step in set(steps) - cancelled:
+            waited = time.monotonic() - started
+            for step in set(steps) - cancelled if waited >= cancel_after else ():
                 self.cancel(job_id, step_id=step)
                 cancelled.add(step)
-            if time.monotonic() >= deadline:
+            if waited >= timeout:
                 return False
             time.sleep(STEP_POLL_SECONDS)
 

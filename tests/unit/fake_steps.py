@@ -29,6 +29,10 @@ class FakeSteps:
             [f"{bin_dir}/scancel", "--quiet", fp.any()], callback=self._cancel, occurrences=999
         )
 
+    def ends_by_itself(self, step: int, listings: int) -> None:
+        """Step `step` (its tasks have exited) is listed `listings` more times, then gone."""
+        self._ending[step] = listings
+
     def listing(self) -> str:
         return "".join(f"{self.job_id}.{step} {name}\n" for step, name in self.running.items())
 

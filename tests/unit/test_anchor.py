@@ -332,6 +332,21 @@ def test_the_container_is_running_until_stage_out_has_run(
     assert steps.events == ["squeue: none", "stage-out"]  # its tasks had ended
 
 
+def test_a_step_that_ends_by_itself_is_waited_for_not_cancelled(
+    fp, site, spool, bundle, staged, monkeypatch
+) -> None:
+    """srun has ended with its tasks' status, and Slurm lists the step a moment longer
+    (until slurmstepd reports it complete): stage-out waits for that, without a scancel,
+    which would make the step's accounting record say CANCELLED."""
+    steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"})
+    steps.ends_by_itself(0, listings=2)
+    record_stage_out(monkeypatch, spool, steps)
+    fp.register(step_argv(site, bundle), returncode=0)
+    assert staged.handle({"op": "start"}) == {"ok": True}
+    assert staged.stop() == 0
+    assert steps.events == [f"squeue: {JOB}.0 scrun"] * 2 + ["squeue: none", "stage-out"]
+
+
 def test_tasks_that_outlive_a_killed_srun_are_ended_before_stage_out(
     fp, site, spool, bundle, staged, monkeypatch
 ) -> None:

@@ -168,6 +168,13 @@ def test_cancel_tolerates_finished_jobs(fp, slurm):
     )
     client.cancel(5)
     fp.register(
+        [f"{bindir}/scancel", "--quiet", "5.0"],
+        returncode=1,
+        stderr="scancel: error: Kill job error on job step id 5.0: Job/step already completing"
+        " or completed\n",
+    )
+    client.cancel(5, step_id=0)
+    fp.register(
         [f"{bindir}/scancel", "--quiet", "6"], returncode=1, stderr="scancel: error: boom\n"
     )
     with pytest.raises(SlurmError, match="boom"):

@@ -44,6 +44,11 @@ from scrun_anchor.teardown import close_server, end_preparation
 # srun's status for a step the cgroup OOM killer ended: a plain failure, not 128+9
 SRUN_OUT_OF_MEMORY = 1
 
+# Seconds a step whose srun has ended by itself may stay listed before it is cancelled:
+# Slurm lists it until slurmstepd reports it complete, a moment later; cancelled then, its
+# accounting record would say CANCELLED (and hide an OUT_OF_MEMORY).
+STEP_END_PATIENCE = 2.0
+
 # Signals that do not end a process by default: a container whose step has not started
 # yet ignores them; any other ends it, as it would end its process.
 HARMLESS_SIGNALS = frozenset({signal.SIGWINCH, signal.SIGCHLD, signal.SIGURG, signal.SIGCONT})
@@ -346,11 +351,14 @@ class Container:
         """Whether the container's tasks have ended on the nodes, as Slurm says once its
         steps are no longer listed: srun's end does not prove it (a srun killed by the
         escalation above, or lost, leaves them running). Steps still listed are cancelled
-        and waited for, `step_grace` seconds at most."""
+        (at once when we were asked to stop, else once they outlive STEP_END_PATIENCE) and
+        waited for, `step_grace` seconds at most."""
         state, job_id = self.state, self._job_id()
         names = container_step_names(state.step_name, state.existing_job)
+        grace = self.site.step_grace
+        patience = 0.0 if self.stop_requested else min(STEP_END_PATIENCE, grace / 2)
         try:
-            if self.slurm.end_steps(job_id, names, self.site.step_grace):
+            if self.slurm.end_steps(job_id, names, grace, cancel_after=patience):
                 return True
             log.error(
                 f"the steps of container {state.id} in job {job_id} still run "
