@@ -178,3 +178,19 @@ def test_the_record_round_trips(tmp_path, site):
     assert pending is not None
     assert pending.context.job_env == ("SLURM_JOB_ID=77",)
     assert (pending.bundle, pending.root_path) == ("/scratch/crashed", "/scratch/crashed/rootfs")
+
+
+def test_delete_does_not_stage_out_while_the_tasks_outlive_their_cancel(tmp_path, site, fp, capsys):
+    """A step Slurm still lists step_grace seconds after its cancel: its tasks may still
+    write, so stage-out is not run (one line says so; the staged copy stays where the
+    script put it); the job is still ended and the delete completes."""
+    with (tmp_path / "scrun.toml").open("a") as config:
+        config.write("step_grace = 0.2\n")
+    spool, out = crashed_container(tmp_path, site, job_ended=False)
+    steps = FakeSteps(fp, str(tmp_path / "bin"), 77, {0: "scrun"}, lingers=999)
+    assert main(["delete", "crashed"]) == 0
+    assert not out.exists()  # stage-out did not run
+    assert steps.events[-1] == "scancel 77"  # the job, ended
+    err = capsys.readouterr().err
+    assert "stage-out of container crashed not run: its steps in job 77 still run" in err
+    assert not os.path.isdir(spool.path)
