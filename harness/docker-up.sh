@@ -78,7 +78,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 EOF
 
 # dockerd: same ulimits as the podman config (no CAP_SYS_RESOURCE in the sandbox: the
-# defaults would fail setrlimit), no bridge and no iptables rules to set up or leave
+# defaults would fail setrlimit), no bridge, iptables rules or IP forwarding to set up or leave
 # behind (tests run with --network none), vfs (works on any filesystem, no mounts),
 # cgroupfs (PID 1 may not be systemd). deprecated-key-path: the trust key would go to
 # /etc/docker/key.json otherwise. Paths and sockets are flags (below).
@@ -92,6 +92,7 @@ cat >"$tmp/daemon.json" <<EOF
   "iptables": false,
   "ip6tables": false,
   "ip-masq": false,
+  "ip-forward": false,
   "userland-proxy": false,
   "exec-opts": ["native.cgroupdriver=cgroupfs"],
   "default-ulimits": {

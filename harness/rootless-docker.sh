@@ -6,6 +6,8 @@
 #   * data root /var/tmp/scrun-storage/<user>-docker on this host's local disk (the nodes get
 #     containers through scrun.lua's staging), exec root and socket under /run/user/<uid>
 #     (scrun's state for it: <exec root>/runtime-runc/moby), log in DIR/log
+#   * no bridge, iptables rules or IP forwarding (with ip_forward 0 on the host, a rootless
+#     dockerd that tries to enable it fails to start: it cannot write /proc/sys)
 #   * localhost/busybox:latest imported from the harness's busybox tarball
 # Prints `export DOCKER_HOST=unix://...` on stdout. `down` stops exactly the dockerd pid
 # recorded in DIR/run/ourpid.rootless-docker-USER (TERM, KILL after 30 s): dockerd stops its
@@ -52,6 +54,7 @@ up() {
   "iptables": false,
   "ip6tables": false,
   "ip-masq": false,
+  "ip-forward": false,
   "exec-opts": ["native.cgroupdriver=cgroupfs"],
   "runtimes": {"scrun": {"path": "$VENV/bin/scrun"}}
 }

@@ -6,20 +6,29 @@
 -- `node_local` to a directory on each node's own disk.
 --
 -- Stage-in copies the container's root filesystem, and the files podman or docker
--- bind-mount into it (/etc/hosts, /etc/resolv.conf, /run/.containerenv, /dev/shm, ...), to
--- <scratch>/<uid>/scrun/<id>/ on the login host (slurm.allocator_command), with a config
--- that names their node-local paths; then every node of the job copies it to
--- <node_local>/scrun-<uid>/<id>/ (slurm.remote_command: one task on each node, as the user),
--- and the container runs from there. It drops the config's hooks (the engine's own programs
--- for the login host) and its cgroup path (the engine's cgroup on the login host; Slurm
--- places the step on the node). Bind-mount sources under `shared_sources` (the homes, the
--- scratch) are left alone: the nodes see them. Stage-out copies what the container wrote on
--- its first node back into podman's or docker's copy of the root filesystem and removes
--- the copies, on the nodes and in the scratch.
+-- bind-mount into it (/etc/hosts, /etc/resolv.conf, /run/.containerenv, /dev/shm, and the
+-- user's own `-v /data:/data`), to <scratch>/<uid>/scrun/<id>/ on the login host
+-- (slurm.allocator_command), with a config that names their node-local paths; then every
+-- node of the job copies it to <node_local>/scrun-<uid>/<id>/ (slurm.remote_command: one
+-- task on each node, as the user), and the container runs from there. It drops the config's
+-- hooks (the engine's own programs for the login host) and its cgroup path (the engine's
+-- cgroup on the login host; Slurm places the step on the node). Bind-mount sources under
+-- `shared_sources` (the homes, the scratch) are left alone: the nodes see them.
+-- Stage-out copies what the container wrote on its first node back: into podman's or
+-- docker's copy of the root filesystem, and into every bind mount it carried that is not
+-- read-only: what the container changed there (not its whole copy: what others wrote
+-- meanwhile stays), deletions included (what it wrote to `-v /data:/data` is in /data on the
+-- login host afterwards). Then it removes the copies, on the nodes and in the scratch.
+-- Every directory on the way to <scratch>/<uid>/scrun/<id> and, on each node, to
+-- <node_local>/scrun-<uid>/<id> must be the user's or root's and writable by no one else
+-- (root's sticky directories, like /tmp, excepted): no other user can plant, swap or read
+-- what is staged for this one.
 -- Plain Lua 5.1 (no table.unpack): Debian builds Slurm's own scrun against Lua 5.1.
 local scratch = "/scratch"
 local node_local = "/tmp"
 local shared_sources = { "/home", scratch }
+-- The most a bind mount the nodes cannot see may hold (MiB): it is copied there and back.
+local carry_limit_mib = 1024
 
 local function quote(s)
 	return "'" .. string.gsub(s, "'", "'\\''") .. "'"
@@ -29,14 +38,6 @@ local function run(what, command)
 	local rc, output = slurm.allocator_command(command)
 	if rc ~= 0 then
 		slurm.log_error("%s failed (exit %d): %s", what, rc, string.sub(output, 1, 300))
-	end
-	return rc == 0
-end
-
-local function run_on_nodes(what, command)
-	local rc, output = slurm.remote_command(command)
-	if rc ~= 0 then
-		slurm.log_error("%s on the nodes failed (exit %d): %s", what, rc, string.sub(output, 1, 300))
 	end
 	return rc == 0
 end
@@ -65,8 +66,172 @@ local function read_config(path)
 	return slurm.from_json(text)
 end
 
-local function carried(id, user_id)
+local function run_on_nodes(what, command)
+	local rc, output = slurm.remote_command(command)
+	if rc ~= 0 then
+		slurm.log_error("%s on the nodes failed (exit %d): %s", what, rc, string.sub(output, 1, 300))
+	end
+	return rc == 0
+end
+
+-- A node's command that reads or removes a container's copy there, run with all of the
+-- user's ids mapped (unshare --map-auto: util-linux 2.38 and newuidmap, which rootless crun
+-- needs too) where it can: crun made some of the copy as the container's other ids (the
+-- mount points of a --userns=keep-id container belong to a subordinate id of the user's).
+local function with_user_ids(command)
+	return "if unshare --map-auto --map-root-user true 2>/dev/null; then exec unshare --map-auto --map-root-user -- /bin/sh -c "
+		.. quote(command) .. "; fi\n" .. command
+end
+
+local function carried_path(id, user_id)
 	return string.format("%s/%d/scrun/%s", scratch, math.floor(user_id), id)
+end
+
+local function node_path(id, user_id)
+	return string.format("%s/scrun-%d/%s", node_local, math.floor(user_id), id)
+end
+
+-- A shell command that checks every directory from / down to `path` (below `base`, the
+-- site's scratch, which must exist), making the missing ones below `base` with mode 0700
+-- when `make` is set (else it exits 3 at the first missing one). Below `base` each must be
+-- the user's own; `base` and those above it the user's or root's. None may be writable by
+-- anyone else, unless it is root's and sticky (like /tmp). Links are followed only on the
+-- way to `base`. It fails with one line naming the directory at fault. (In a user
+-- namespace, as under rootless podman, root's files show the overflow uid, as do a root-
+-- squashing NFS server's: it counts as root's above `base` only.)
+local function private_dir_command(base, path, make)
+	return "base=" .. quote(base) .. " path=" .. quote(path) .. " make=" .. (make and "1" or "0") .. "\n" .. [[
+me=$(id -u)
+nobody=$(cat /proc/sys/kernel/overflowuid 2>/dev/null || echo 65534)
+fail() { echo "unsafe staging path: $*"; exit 1; }
+site() { [ "$1" = "$me" ] || [ "$1" = 0 ] || [ "$1" = "$nobody" ]; }
+check() {
+	if [ -L "$1" ] || [ ! -d "$1" ]; then fail "$1 is not a directory"; fi
+	s=$(stat -c %u:%a -- "$1") || exit 1
+	owner=${s%:*} mode=0${s#*:}
+	if [ "$owner" != "$me" ] && { [ "$2" = mine ] || ! site "$owner"; }; then
+		fail "$1 belongs to uid $owner, not to you (uid $me)"
+	fi
+	if [ $((mode & 022)) != 0 ] && { [ $((mode & 01000)) = 0 ] || { [ "$owner" != 0 ] && [ "$owner" != "$nobody" ]; }; }; then
+		fail "$1 is writable by others"
+	fi
+}
+set -f
+IFS=/
+p=
+for c in $base; do
+	[ -n "$c" ] || continue
+	p=$p/$c
+	if [ -L "$p" ]; then site "$(stat -c %u -- "$p")" || fail "$p is a link another user made"; elif [ -e "$p" ]; then check "$p" site; fi
+done
+real=$(realpath -e -- "$base") || fail "$base does not exist"
+check / site
+p=
+for c in $real${path#"$base"}; do
+	[ -n "$c" ] || continue
+	p=$p/$c
+	case "$real/" in
+	"$p/"*) check "$p" site ;;
+	*)
+		if [ ! -e "$p" ] && [ ! -L "$p" ]; then [ "$make" = 1 ] || exit 3; mkdir -m 700 -- "$p" 2>/dev/null; fi
+		check "$p" mine
+		;;
+	esac
+done
+unset IFS
+set +f]]
+end
+
+local function has_option(mount, name)
+	for _, option in ipairs(mount["options"] or {}) do
+		if option == name then
+			return true
+		end
+	end
+	return false
+end
+
+-- The bind mounts whose sources the nodes cannot see, with their index in config.mounts:
+-- stage-in copies them (to mounts/<index> in the staged bundle), stage-out copies back
+-- those that are not read-only. Both read them from the engine's own config.json.
+local function carried_mounts(config)
+	local carried = {}
+	for i, mount in ipairs(config["mounts"] or {}) do
+		local source = mount["source"]
+		local bind = mount["type"] == "bind" or has_option(mount, "bind") or has_option(mount, "rbind")
+		if bind and source ~= nil and not seen_by_nodes(source) then
+			table.insert(carried, { index = i, source = source, writable = not has_option(mount, "ro") })
+		end
+	end
+	return carried
+end
+
+-- What of `source` is not to be carried: the scratch itself when it lies below (`-v /tmp:/tmp`
+-- with the scratch under /tmp would copy the staged copy into itself). Relative to `source`.
+local function inner_scratch(source)
+	if string.sub(scratch, 1, #source + 1) == source .. "/" then
+		return string.sub(scratch, #source + 2)
+	end
+	if source == "/" then
+		return string.sub(scratch, 2)
+	end
+	return ""
+end
+
+-- A shell command (a subshell) that carries the bind mount source `from` to `to` (a
+-- directory's contents, or a file), leaving out `skip` (relative to `from`), after refusing
+-- a source larger than `limit_kib`. It writes beside the copy what the copy back needs:
+-- `to.carried`, the entries carried (NUL-separated), and `to.since`, touched last: what the
+-- container creates, changes or deletes is told from what others did meanwhile by it.
+local function carry_in_command(from, to, skip, limit_kib)
+	return "(from=" .. quote(from) .. " to=" .. quote(to) .. " skip=" .. quote(skip) .. " limit=" .. math.floor(limit_kib) .. "\n" .. [[
+set --
+if [ -n "$skip" ]; then set -- --exclude="/$skip"; fi
+if [ -n "$skip" ]; then size=$(du -sk --exclude="$from/$skip" -- "$from"); else size=$(du -sk -- "$from"); fi || exit 1
+size=${size%%[!0-9]*}
+if [ "$size" -gt "$limit" ]; then
+	echo "$from holds $((size / 1024)) MiB, more than this site carries to the nodes ($((limit / 1024)) MiB): put it on a filesystem the nodes share"
+	exit 1
+fi
+if [ -d "$from" ] && [ ! -L "$from" ]; then
+	rsync -a --numeric-ids "$@" -- "$from/" "$to/" && (cd "$to" && find . -mindepth 1 -printf '%P\0') >"$to.carried"
+else
+	rsync -a --numeric-ids -- "$from" "$to"
+fi && touch -- "$to.since") || exit 1
+]]
+end
+
+-- A shell command (a subshell) that writes, beside each bind mount's copy in `mounts`,
+-- `<copy>.changed`: the entries whose status changed after its `.since` (a file's: "x"
+-- when it did), as carry_back_command reads them.
+local function changed_lists_command(mounts)
+	return "(for since in " .. quote(mounts) .. [[/*.since; do
+	[ -e "$since" ] || continue
+	copy=${since%.since}
+	if [ -d "$copy" ] && [ ! -L "$copy" ]; then
+		(cd "$copy" && find . -mindepth 1 -cnewer "$since" -printf '%P\0') >"$copy.changed" || exit 1
+	else
+		find "$copy" -maxdepth 0 -cnewer "$since" -printf x >"$copy.changed" || exit 1
+	fi
+done)]]
+end
+
+-- A shell command (a subshell) that copies back into the bind mount source `source` what
+-- the container changed in its copy `copy`: the entries `copy.changed` lists (written by
+-- changed_lists_command where it ran), and the deletions of what was carried; nothing
+-- else, so what others wrote to `source` meanwhile stays (two containers of one `-v DIR`:
+-- both one's and the other's writes). A failure sets `failed`.
+local function carry_back_command(copy, source)
+	return "(copy=" .. quote(copy) .. " source=" .. quote(source) .. "\n" .. [[
+if [ ! -f "$copy.changed" ]; then echo "no list of what the container changed in $copy"; exit 1; fi
+if [ ! -d "$copy" ] || [ -L "$copy" ]; then
+	[ ! -s "$copy.changed" ] || exec rsync -a --numeric-ids --inplace -- "$copy" "$source"
+	exit 0
+fi
+rsync -a --numeric-ids --inplace --from0 --files-from="$copy.changed" -- "$copy/" "$source/" || exit 1
+(cd "$copy" && find . -mindepth 1 -printf '%P\0') | sort -z >"$copy.now" || exit 1
+sort -z "$copy.carried" | comm -z -23 - "$copy.now" | xargs -0 -r -I{} rm -rf -- "$source/{}") || failed=1
+]]
 end
 
 function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
@@ -79,27 +244,37 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	if string.sub(rootfs, 1, 1) ~= "/" then
 		rootfs = bundle .. "/" .. rootfs
 	end
-	local carry = carried(id, user_id)
-	local here = string.format("%s/scrun-%d/%s", node_local, math.floor(user_id), id)
-	if not run("mkdir", "mkdir -p -m 700 " .. quote(carry .. "/rootfs") .. " " .. quote(carry .. "/mounts")) then
+	local carry = carried_path(id, user_id)
+	local here = node_path(id, user_id)
+	local prepare = private_dir_command(scratch, carry, true)
+		.. "\nmkdir -m 700 -- " .. quote(carry .. "/rootfs") .. " " .. quote(carry .. "/mounts")
+	if not run("preparing " .. carry, prepare) then
 		return slurm.ERROR
 	end
 	if not run("copying the root filesystem", "rsync -a --numeric-ids -- " .. quote(rootfs .. "/") .. " " .. quote(carry .. "/rootfs/")) then
 		return slurm.ERROR
 	end
-	for i, mount in ipairs(config["mounts"] or {}) do
-		local source = mount["source"]
-		if mount["type"] == "bind" and source ~= nil and not seen_by_nodes(source) then
-			if not run("copying " .. source, "cp -a -- " .. quote(source) .. " " .. quote(string.format("%s/mounts/%d", carry, i))) then
-				return slurm.ERROR
-			end
-			mount["source"] = string.format("%s/mounts/%d", here, i)
-		end
+	local copies = ""
+	for _, carried in ipairs(carried_mounts(config)) do
+		local copy = string.format("%s/mounts/%d", carry, carried.index)
+		copies = copies .. carry_in_command(carried.source, copy, inner_scratch(carried.source), carry_limit_mib * 1024)
+		config["mounts"][carried.index]["source"] = string.format("%s/mounts/%d", here, carried.index)
+	end
+	if copies ~= "" and not run("copying the bind mounts", copies) then
+		return slurm.ERROR
 	end
 	config["root"]["path"] = here .. "/rootfs"
 	config["hooks"] = nil
 	if config["linux"] ~= nil then
 		config["linux"]["cgroupsPath"] = nil
+		if user_id ~= 0 then
+			-- a rootless engine's id mappings name its own namespace's ids, which mean
+			-- nothing on a node: there crun, run as the user, maps the container's user
+			-- to the user and its other ids to the user's subordinate ids (so a
+			-- --userns=keep-id container runs as the user, as on the login host)
+			config["linux"]["uidMappings"] = nil
+			config["linux"]["gidMappings"] = nil
+		end
 	end
 	local file = io.open(carry .. "/config.json", "wb")
 	if not file then
@@ -108,7 +283,10 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	end
 	file:write(slurm.to_json(config))
 	file:close()
-	local copy = string.format("umask 077 && mkdir -p %s && cp -a -- %s/. %s/", quote(here), quote(carry), quote(here))
+	-- (each bind mount's copy is new here: its `.since` is touched again after it)
+	local copy = private_dir_command(node_local, here, true)
+		.. "\ncp -a -- " .. quote(carry .. "/.") .. " " .. quote(here .. "/")
+		.. " && for m in " .. quote(here .. "/mounts") .. "/*.since; do [ ! -e \"$m\" ] || touch -- \"$m\"; done"
 	if not run_on_nodes("copying the container", copy) then
 		return slurm.ERROR
 	end
@@ -118,18 +296,50 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 end
 
 function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir, config_file, job_id, user_id, group_id)
+	local carry = carried_path(id, user_id)
 	if bundle == orig_bundle then
+		-- stage-in did not finish: nothing ran, nothing goes back; remove what it made
+		-- (on the nodes too, where the copy may have stopped half way: best effort, as a job
+		-- that has already ended runs no step)
+		local here = node_path(id, user_id)
+		local _ = slurm.remote_command("(" .. private_dir_command(node_local, here, false) .. ") && "
+			.. with_user_ids("rm -rf -- " .. quote(here)))
+		if slurm.allocator_command(private_dir_command(scratch, carry, false)) == 0 then
+			return run("removing the carried copy", "rm -rf -- " .. quote(carry)) and slurm.SUCCESS or slurm.ERROR
+		end
 		return slurm.SUCCESS
 	end
-	local carry = carried(id, user_id)
 	-- the first node's copy is the container's task 0: what it wrote goes back
-	local back = string.format("if [ \"$SLURM_NODEID\" = 0 ]; then rsync -a --numeric-ids --delete -- %s/ %s/; fi; s=$?; rm -rf -- %s; exit $s",
-		quote(root_path), quote(carry .. "/rootfs"), quote(bundle))
-	local fetched = run_on_nodes("copying the root filesystem back", back)
-	local synced = fetched and run("copying the root filesystem back",
-		"rsync -a --numeric-ids --delete -- " .. quote(carry .. "/rootfs/") .. " " .. quote(orig_root_path .. "/"))
-	local removed = run("removing the carried copy", "rm -rf -- " .. quote(carry))
-	if synced and removed then
+	-- (with, beside each bind mount's copy, the list of what the container changed in it:
+	-- only this node can tell, by its `.since`)
+	local back = "if [ \"$SLURM_NODEID\" = 0 ]; then "
+		.. "rsync -a --numeric-ids --delete -- " .. quote(root_path .. "/") .. " " .. quote(carry .. "/rootfs/")
+		.. " && " .. changed_lists_command(bundle .. "/mounts")
+		.. " && rsync -a --numeric-ids --delete -- " .. quote(bundle .. "/mounts/") .. " " .. quote(carry .. "/mounts/")
+		.. "; fi; s=$?; rm -rf -- " .. quote(bundle) .. "; exit $s"
+	local synced = run_on_nodes("copying what the container wrote back", with_user_ids(back))
+		and run("copying the root filesystem back",
+			"rsync -a --numeric-ids --delete -- " .. quote(carry .. "/rootfs/") .. " " .. quote(orig_root_path .. "/"))
+	local config = read_config(config_file)
+	if config == nil then
+		slurm.log_error("%s", "cannot read " .. config_file .. ": the bind mounts' writes are left in " .. carry)
+		return slurm.ERROR
+	end
+	local copies = ""
+	for _, carried in ipairs(carried_mounts(config)) do
+		if carried.writable then
+			local copy = string.format("%s/mounts/%d", carry, carried.index)
+			copies = copies .. carry_back_command(copy, carried.source)
+		end
+	end
+	if synced and copies ~= "" then
+		synced = run("copying the bind mounts back", copies .. "exit ${failed:-0}")
+	end
+	if not synced then
+		slurm.log_error("%s", "what the container wrote is kept in " .. carry)
+		return slurm.ERROR
+	end
+	if run("removing the carried copy", "rm -rf -- " .. quote(carry)) then
 		return slurm.SUCCESS
 	end
 	return slurm.ERROR

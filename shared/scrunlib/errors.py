@@ -94,8 +94,18 @@ def internal_error(exc: Exception, *, traceback: bool) -> ScrunError:
     that is a bug in scrun, never the user's input, so the user gets one line naming it
     (exit 1), and the traceback goes to stderr only when asked for (`--debug`)."""
     if traceback:
-        import traceback as tracebacks  # only on this path: ~2 ms
-
-        tracebacks.print_exception(exc, file=sys.stderr)
+        _report_bug(exc)
     hint = "" if traceback else "; --debug prints the traceback"
     return ScrunError(f"internal error: {type(exc).__name__}: {exc} (a bug in scrun{hint})")
+
+
+def _report_bug(exc: Exception) -> None:
+    """The traceback of a bug, to stderr, by loguru: `diagnose` writes each frame's values
+    beside its line, which is what a bug report needs. Imported only here, by a command
+    that already failed: loguru costs ~80 ms to import (README, "Libraries")."""
+    from loguru import logger
+
+    logger.remove()
+    logger.add(sys.stderr, format="{message}", backtrace=True, diagnose=True, colorize=False)
+    logger.opt(exception=exc).error("internal error, the traceback with its values:")
+    logger.remove()

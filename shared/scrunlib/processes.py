@@ -38,7 +38,7 @@ from scrunlib.signals import SIGKILL, SIGPIPE, SIGXFSZ
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
 # After killing a timed-out child's group, how long to read what it wrote before giving up
@@ -104,13 +104,14 @@ def _refused() -> bool:
         return _refusing
 
 
-def _register(group: int) -> None:
+def _register(group: int) -> bool:
     """Count a started run as in flight; one started while cancel_running() ran (after
-    `_refused()` said no) is killed here, as that call would have killed it."""
+    `_refused()` said no) is killed here, as that call would have killed it: True then."""
     with _lock:
         _running.add(group)
         if _refusing:
             _kill_group(group)
+        return _refusing
 
 
 def _unregister(group: int) -> None:
@@ -119,12 +120,19 @@ def _unregister(group: int) -> None:
 
 
 def run(
-    argv: Sequence[str], env: Mapping[str, str], timeout: float, *, merge_output: bool = False
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float,
+    *,
+    merge_output: bool = False,
+    prelude: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> tuple[int, str, str]:
     """Run `argv` with exactly `env`, stdin from /dev/null, in a process group of its own,
     to completion: (exit code, stdout, stderr); the exit code as subprocess's (-N for signal
     N); with `merge_output` stderr goes into stdout (and "" is returned for it). Raises
-    CannotRun, or TimedOut after `timeout` seconds."""
+    CannotRun, or TimedOut after `timeout` seconds. `prelude` talks to the child before it
+    is waited for (its stdin is then a pipe, closed once the prelude is done; it raises CannotRun
+    when the child cannot go on, and the child's group is killed)."""
     import subprocess
 
     if _refused():
@@ -132,7 +140,7 @@ def run(
     try:
         proc = subprocess.Popen(
             list(argv),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if prelude is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if merge_output else subprocess.PIPE,
             env=dict(env),
@@ -140,8 +148,15 @@ def run(
         )
     except OSError as exc:
         raise CannotRun(argv[0], exc) from exc
-    _register(proc.pid)
+    killed = _register(proc.pid)
     try:
+        if prelude is not None and not killed:
+            try:
+                prelude(proc)
+            except CannotRun:
+                _kill_group(proc.pid)
+                proc.communicate()
+                raise
         return _finish(proc, argv, timeout)
     finally:
         _unregister(proc.pid)

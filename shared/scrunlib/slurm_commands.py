@@ -113,6 +113,14 @@ def parse_scontrol_record(text: str) -> dict[str, str]:
 # container step and prints "couldn't chdir" into a plain step's stderr (22.05: the reverse).
 NODE_CWD = "/"
 
+# For the container's step and exec's: srun quiet down to its fatal messages. Each --quiet
+# lowers srun's stderr log level by one from info (Slurm 22.05 to 26.05 alike): one drops
+# its notes, two also its error lines, among them "srun: error: NODE: task 0: Exited with
+# exit code N" (or ": Killed", ": Out Of Memory") after every failing container, which
+# crun does not print and whose code the caller gets anyway. The task's own stderr passes
+# untouched. Lost with them: srun's reason for a step Slurm refused (the code is then 1).
+STEP_QUIET = ("--quiet", "--quiet")
+
 
 class StepCommand:
     """Everything that goes into the container's `srun` line."""
@@ -144,7 +152,7 @@ def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:
         str(step.job_id),
         "--job-name",
         step.job_name,
-        "--quiet",
+        *STEP_QUIET,
         "--export=NONE",
         "--container",
         step.bundle,
@@ -192,7 +200,7 @@ def named_steps(listing: str, step_names: Sequence[str]) -> list[int]:
 def exec_argv(srun: str, job_id: int, node: str, command: str, *, pty: bool) -> list[str]:
     """`scrun exec`: one task on `node`, beside the container's step (--overlap), running
     `command` (the node's OCI runtime entering the container) under /bin/sh."""
-    argv = [srun, "--jobid", str(job_id), "--job-name", EXEC_STEP_NAME, "--quiet", "--overlap"]
+    argv = [srun, "--jobid", str(job_id), "--job-name", EXEC_STEP_NAME, *STEP_QUIET, "--overlap"]
     argv += ["--nodes=1", "--ntasks=1", f"--nodelist={node}", f"--chdir={NODE_CWD}"]
     if pty:
         argv.append("--pty")

@@ -4,11 +4,12 @@ Rootless podman (and rootless dockerd through rootlesskit) runs its OCI runtime 
 namespace where the user is uid 0 and the container's other ids map to the user's
 subordinate ids. munge vouches for the real uid, but salloc and srun also put their own
 getuid() (0) into the request, and slurmctld refuses: "Requested UID=0 doesn't match user
-UID=1000". So every command scrun and scrun.lua run goes through
+UID=1000". So every Slurm command scrun runs goes through
 
     unshare --user --map-user=<real uid> --map-group=<real gid> --keep-caps -- COMMAND...
 
-a child user namespace in which the real ids are the process's own. It stays in the
+a child user namespace in which the real ids are the process's own (scrun.lua's commands
+get one that maps every id ours does, as the host's: with_all_user_ids). It stays in the
 caller's mount namespace, so the command sees the same files (a rootfs that podman mounted
 only there included). --keep-caps keeps the powers that podman's uid 0 had over the user's
 own files (only the user's ids are mapped there): the man page's scrun.lua removes its
@@ -25,11 +26,15 @@ from __future__ import annotations
 
 import os
 
-from scrunlib.errors import InvalidInput, ScrunError
+from scrunlib.errors import InvalidInput, ScrunError, reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    import subprocess
+    from collections.abc import Callable, Sequence
+
+    # what writes a started child's id maps (scrunlib.processes.run's prelude)
+    IdMapper = Callable[[subprocess.Popen[bytes]], None]
 
 UNSHARE_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
 
@@ -106,6 +111,66 @@ def as_real_user(argv: Sequence[str]) -> list[str]:
         "--",
         *argv,
     ]
+
+
+# The shell between unshare and the command: it says it runs (in the new namespace), waits
+# until its parent has written the namespace's id maps, then becomes the command.
+_WAIT_FOR_ID_MAPS = 'printf x; read -r _; exec "$@" </dev/null'
+# How long the shell may take to start and say so.
+ID_MAP_SECONDS = 10.0
+
+
+def with_all_user_ids(argv: Sequence[str]) -> tuple[list[str], IdMapper | None]:
+    """`argv` and the prelude (scrunlib.processes.run's) that run it as the real user with
+    every id of the user's that our namespace maps (theirs and their subordinate ids) as
+    itself, and with our namespace's powers over them: in a child user namespace whose maps
+    are ours turned around (host id N is N inside). unshare(1) can map more than the
+    caller's own id only through newuidmap, which checks /etc/subuid for the namespace's
+    uid 0 (root) and refuses; so we write the maps, as the namespace's owner.
+
+    scrun.lua's commands run so: they copy the engine's storage, whose files belong to
+    those ids (a `--userns=keep-id` container's root filesystem, 0700 and owned by a
+    subordinate id, is out of the real user's reach), and may run Slurm's commands, which
+    need the real uid. Outside a user namespace: `argv` as it is, no prelude."""
+    if not in_other_identity():
+        return list(argv), None
+    return [_unshare(), "--user", "--keep-caps", "--", "/bin/sh", "-c", _WAIT_FOR_ID_MAPS,
+            "sh", *argv], _write_id_maps  # fmt: skip
+
+
+def _turned_around(id_map: str) -> str:
+    """A uid_map/gid_map's lines with inside and outside swapped: written for a child
+    namespace of ours, our outside ids (the host's) become its inside ids."""
+    lines = []
+    for line in id_map.splitlines():
+        fields = line.split()
+        if len(fields) == 3 and all(field.isdigit() for field in fields):
+            lines.append(f"{fields[1]} {fields[0]} {fields[2]}\n")
+    return "".join(lines)
+
+
+def _write_id_maps(proc: subprocess.Popen[bytes]) -> None:
+    """Once `proc` (the shell of with_all_user_ids) runs in its namespace, write its maps
+    and let it go on. Raises processes.CannotRun with why it cannot."""
+    import select
+
+    from scrunlib.processes import CannotRun
+
+    assert proc.stdout is not None and proc.stdin is not None  # run's prelude: both pipes
+    readable, _, _ = select.select([proc.stdout], [], [], ID_MAP_SECONDS)
+    said = os.read(proc.stdout.fileno(), 1) if readable else b""
+    if said != b"x":  # unshare failed (its message follows), or hangs
+        rest = os.read(proc.stdout.fileno(), 4096) if readable else b""
+        text = (said + rest).decode(errors="replace").strip() or "it did not start in time"
+        raise CannotRun("unshare", OSError(text))
+    for name in ("uid_map", "gid_map"):
+        try:
+            with open(f"/proc/{proc.pid}/{name}", "w", encoding="ascii") as stream:
+                stream.write(_turned_around(_read(f"/proc/self/{name}")))
+        except OSError as exc:
+            raise CannotRun("unshare", OSError(f"cannot write its {name}: {reason(exc)}")) from exc
+    proc.stdin.write(b"\n")
+    proc.stdin.flush()
 
 
 # Filesystems a rootless engine mounts a container's rootfs with, inside its own mount

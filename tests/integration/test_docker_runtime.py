@@ -9,6 +9,7 @@ default root: every test checks both for leftovers (`no_leftovers`, `docker_left
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import time
 import uuid
@@ -128,6 +129,24 @@ def test_stdin_reaches_the_container(
     done = scrun_docker(docker, "-i", "--rm", IMAGE, "sh", "-c", "cat; echo eof", input="a\nb\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "a\nb\neof\n"
+
+
+def test_writes_to_a_bind_mount_come_back(
+    docker: Docker, no_leftovers: Callable[..., None], docker_leftovers: Callable[..., None]
+) -> None:
+    """`-v DIR:/out` of the login host's own disk (the cluster's scrun.lua carries it to the
+    node): what the container writes and deletes there is so on the login host after."""
+    out = Path(f"/var/tmp/scrun-docker-bind-{uuid.uuid4().hex[:10]}")
+    out.mkdir()
+    (out / "old").write_text("old\n")
+    try:
+        program = "echo new > /out/new && rm /out/old"
+        done = scrun_docker(docker, "--rm", "-v", f"{out}:/out", IMAGE, "sh", "-c", program)
+        assert done.returncode == 0, done.stderr
+        assert sorted(p.name for p in out.iterdir()) == ["new"]
+        assert (out / "new").read_text() == "new\n"
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- failures

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 import uuid
@@ -14,7 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from helpers import assert_terminal_session, session_on_terminal, wait_for
+from helpers import (
+    assert_terminal_session,
+    exec_terminal_resizes,
+    session_on_terminal,
+    wait_for,
+)
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman
@@ -48,8 +54,13 @@ def running(podman: Podman, no_leftovers: Callable[..., None]) -> Iterator[Calla
 
 
 def steps_of(cluster: Cluster, name: str) -> list[str]:
-    done = cluster.run(["squeue", "-h", "-s", "-o", "%i %j"])
-    return [line for line in done.stdout.splitlines() if line.split()[-1] == name]
+    """The steps of the cluster named `name`: "JOB.STEP NODES" each."""
+    done = cluster.run(["squeue", "-h", "-s", "-o", "%i %j %N"])
+    return [
+        f"{i} {nodes}"
+        for i, j, nodes in (line.split() for line in done.stdout.splitlines())
+        if j == name
+    ]
 
 
 def test_exec_runs_in_the_container_with_env_cwd_user_and_exit_code(
@@ -83,7 +94,37 @@ def test_exec_with_a_terminal_sees_its_size_and_its_changes(
     cluster: Cluster, running: Callable[..., str]
 ) -> None:
     name = running()
-    assert_terminal_session(["podman", "--runtime", "scrun", "exec", "-it", name], cluster.env)
+    argv = ["podman", "--runtime", "scrun", "exec", "-it", name]
+    assert_terminal_session(argv, cluster.env, resizes=exec_terminal_resizes())
+
+
+def test_exec_with_a_terminal_under_script_shows_no_stray_byte(
+    cluster: Cluster, running: Callable[..., str]
+) -> None:
+    """issue 31's `script -qec "stty rows 33 cols 101; podman exec -it C stty size"` shows
+    the size alone. script's stdin stays open: at its end, script writes an end-of-file
+    character into the session, which podman passes on as typed input (`^@` echoed), with
+    crun as with scrun; that byte is the caller's."""
+    podman = shlex.join(["podman", "--runtime", "scrun", "exec", "-it", running(), "stty", "size"])
+    argv = ["script", "-qec", f"stty rows 33 cols 101; {podman}", "/dev/null"]
+    with subprocess.Popen(
+        argv, env=cluster.env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as session:
+        assert session.stdout is not None
+        shown = session.stdout.read()  # until the session ends, its stdin still open
+        assert session.wait(timeout=60) == 0, shown
+    assert shown == b"33 101\r\n", shown
+
+
+def test_exec_with_a_terminal_and_no_input_names_its_terminal(
+    cluster: Cluster, running: Callable[..., str]
+) -> None:
+    """`podman exec -t C tty` (no -i) from a terminal: tty names the process's terminal
+    (the runtime's, in the container's /dev/pts) and exits 0."""
+    argv = ["podman", "--runtime", "scrun", "exec", "-t", running(), "tty"]
+    done = cluster.run(["script", "-qec", shlex.join(argv), "/dev/null"], stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert re.fullmatch(r"/dev/pts/\d+\r?\n", done.stdout), (done.stdout, done.stderr)
 
 
 def test_exec_with_a_terminal_ends_with_ctrl_d(
@@ -103,22 +144,42 @@ def test_exec_with_a_terminal_ends_with_ctrl_d(
 def test_exec_reaches_the_node_of_task_0(
     cluster: Cluster, podman: Podman, running: Callable[..., str]
 ) -> None:
-    """srun names the node of a task that fails: the container's task 0 and the exec's
-    one task must be on the same node."""
+    """The container's task 0 and the exec's one task run on the same node (squeue's node
+    lists: the container's step spans two nodes, task 0 on the first)."""
     name = running(
-        "-e", "SCRUN_JOB_NUM_NODES=2",
-        program="while [ ! -e /stop ]; do sleep 0.1; done; exit 3",
-    )  # fmt: skip
-    done = scrun_podman(podman, "exec", name, "sh", "-c", "touch /stop; exit 9")
-    assert done.returncode == 9, done.stderr
-    exec_node = re.search(r"srun: error: (\S+): task 0: Exited with exit code 9", done.stderr)
-    assert exec_node, done.stderr
-    waited = scrun_podman(podman, "wait", name, timeout=60)
-    assert waited.stdout.strip() == "3", waited
-    logs = scrun_podman(podman, "logs", name).stderr
-    task0 = re.search(r"srun: error: (\S+): task 0: Exited with exit code 3", logs)
-    assert task0 and re.search(r": task 1: Exited", logs), logs
-    assert exec_node.group(1) == task0.group(1), (done.stderr, logs)
+        "-e", "SCRUN_JOB_NUM_NODES=2", program="while [ ! -e /stop ]; do sleep 0.1; done"
+    )
+    until_go = "while [ ! -e /go ]; do sleep 0.1; done"
+    argv = ["podman", "--runtime", "scrun", "exec", name, "sh", "-c", until_go]
+    waiting = subprocess.Popen(argv, env=cluster.env)
+    try:
+        exec_step = wait_for("the exec step", lambda: steps_of(cluster, "scrun-exec"), 60)
+        exec_nodes = exec_step[0].split()[1]
+        container_nodes = steps_of(cluster, "scrun")[0].split()[1]
+        first = cluster.run(["scontrol", "show", "hostnames", container_nodes]).stdout.split()
+        assert len(first) == 2 and exec_nodes == first[0], (exec_step, container_nodes)
+    finally:
+        scrun_podman(podman, "exec", name, "touch", "/go", "/stop")
+        waiting.wait(timeout=60)
+
+
+def test_a_failing_process_shows_its_own_stderr_only(
+    podman: Podman, running: Callable[..., str]
+) -> None:
+    """A non-zero exit says it in the exit code alone, as with crun: srun adds no `srun:
+    error: NODE: task 0: Exited with exit code N` line; a line of the process's own that
+    looks like it passes untouched."""
+
+    def failing(code: int) -> tuple[str, list[str]]:
+        line = f"srun: error: n1: task 0: Exited with exit code {code}\n"
+        return line, ["sh", "-c", f"printf '{line}' >&2; exit {code}"]
+
+    line, argv = failing(4)
+    done = scrun_podman(podman, "exec", running(), *argv)
+    assert (done.returncode, done.stderr) == (4, line), done
+    line, argv = failing(3)
+    ran = scrun_podman(podman, "run", "--rm", IMAGE, *argv)
+    assert (ran.returncode, ran.stderr) == (3, line), ran
 
 
 def test_exec_into_a_container_that_does_not_run(

@@ -194,6 +194,112 @@ def test_the_node_local_layout_stages_onto_every_node_of_the_job(
     assert left == {"n1": [], "n2": []}, f"node-local copies left: {left}"
 
 
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_writes_to_a_bind_mount_the_nodes_cannot_see_come_back(
+    script: str,
+    who: Who,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """`-v DIR:/out` of a directory on the login host's own disk (each node has its own
+    /var/tmp): what the container writes there, and what it deletes, is so on the login host
+    afterwards, as through crun; a read-only mount is left as it was."""
+    uid, runner = who
+    podman = runner(site_runtime(SCRIPT_TEXTS[script](cluster["SCRUN_SHARED_DIR"])))
+    out, inputs = (Path(f"/var/tmp/scrun-bind-{uuid.uuid4().hex[:10]}") for _ in range(2))
+    try:
+        for directory in (out, inputs):
+            (directory / "sub").mkdir(parents=True)
+            (directory / "old").write_text("old\n")
+            for path in (directory, directory / "sub", directory / "old"):
+                os.chown(path, uid, uid)
+        program = "echo new > /out/sub/new && rm /out/old && cat /in/old && ! rm /in/old"
+        done = podman(
+            "run", "--rm", "-v", f"{out}:/out", "-v", f"{inputs}:/in:ro", IMAGE, "sh", "-c", program
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "old\n", done.stdout
+        assert sorted(p.name for p in out.rglob("*")) == ["new", "sub"]
+        assert (out / "sub" / "new").read_text() == "new\n"
+        assert (out / "sub" / "new").stat().st_uid == uid
+        assert (inputs / "old").read_text() == "old\n"
+    finally:
+        for directory in (out, inputs):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+@pytest.mark.parametrize("mode", ["keep-id", "default", "user"])
+def test_every_rootless_user_namespace_mode_runs_as_the_user(
+    mode: str,
+    script: str,
+    pair: tuple[User, User],
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """Rootless podman's `--userns=keep-id` (cwltool's and podman-hpc's choice: its root
+    filesystem belongs to the user's subordinate ids, out of the real user's reach), its
+    default and `--user`: staged, run on a node as the container expects, and what the
+    container writes to a bind mount belongs to the user on the login host."""
+    site = site_runtime(SCRIPT_TEXTS[script](cluster["SCRUN_SHARED_DIR"]))
+    for person in pair:
+        options, uid_inside = {
+            "keep-id": (["--userns=keep-id"], person.uid),
+            "default": ([], 0),
+            "user": (["--user", "4242:4242"], 4242),
+        }[mode]
+        out = Path(f"/var/tmp/scrun-userns-{uuid.uuid4().hex[:10]}")
+        out.mkdir()
+        os.chown(out, person.uid, person.uid)
+        try:
+            program = "id -u; echo written > /out/result"
+            done = person.podman(
+                "run", "--rm", *options, "-v", f"{out}:/out", IMAGE, "sh", "-c", program,
+                env=user_site(person, site),
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert done.stdout == f"{uid_inside}\n", done.stdout
+            assert (out / "result").read_text() == "written\n"
+            assert (out / "result").stat().st_uid == person.uid
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        assert_users_clean(person)
+
+
+def test_a_scratch_dir_another_user_made_is_refused(
+    pair: tuple[User, User],
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """User B makes `<scratch>/<uid of A>` (mode 777) before A stages anything: A's container
+    is refused in one line naming it, nothing is staged there, and B's directory stays."""
+    victim, squatter = pair
+    shared = Path(cluster["SCRUN_SHARED_DIR"])
+    site = site_runtime(SCRIPT_TEXTS["shared-scratch"](str(shared)))
+    mine = shared / str(victim.uid)
+    aside = shared / f"aside-{uuid.uuid4().hex[:10]}"
+    if mine.exists():
+        mine.rename(aside)
+    try:
+        made = squatter.sh(f"mkdir -m 777 {shlex.quote(str(mine))}")
+        assert made.returncode == 0, made.stderr
+        done = victim.podman("run", "--rm", IMAGE, "true", env=user_site(victim, site))
+        assert done.returncode != 0
+        [line] = errors(done.stderr)
+        # (uid 65534, the overflow uid, in the victim's user namespace: no other is mapped)
+        assert f"unsafe staging path: {mine} belongs to uid " in line, line
+        assert f"not to you (uid {victim.uid})" in line, line
+        assert list(mine.iterdir()) == []
+        assert_users_clean(victim)
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)
+        if aside.exists():
+            aside.rename(mine)
+
+
 # ----------------------------------------------------------------------------- clear errors
 
 

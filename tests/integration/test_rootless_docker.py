@@ -4,8 +4,10 @@ starts the user's dockerd (harness/rootless-docker.sh) and stops it again."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -146,3 +148,22 @@ def test_eight_at_once(docker: RootlessDocker, clean: None) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(one, range(8)))
     assert results == [(0, f"n{index}\n") for index in range(8)]
+
+
+def test_writes_to_a_bind_mount_come_back(docker: RootlessDocker, clean: None) -> None:
+    """As with root's dockerd: a directory of the user's on the login host's own disk, written
+    to and deleted from on the node, is so on the login host after."""
+    person = docker.user
+    out = Path(f"/var/tmp/scrun-rootless-docker-bind-{uuid.uuid4().hex[:10]}")
+    out.mkdir()
+    (out / "old").write_text("old\n")
+    for path in (out, out / "old"):
+        os.chown(path, person.uid, person.uid)
+    try:
+        program = "echo new > /out/new && rm /out/old"
+        done = docker.run("--rm", "-v", f"{out}:/out", IMAGE, "sh", "-c", program)
+        assert done.returncode == 0, done.stderr
+        assert sorted(p.name for p in out.iterdir()) == ["new"]
+        assert (out / "new").stat().st_uid == person.uid
+    finally:
+        shutil.rmtree(out, ignore_errors=True)

@@ -224,7 +224,7 @@ def created(fp, site, spool, bundle) -> Iterator[Container]:
 
 
 def step_argv(site: Site, bundle: Path) -> list[str]:
-    return [site.tool("srun"), "--jobid", str(JOB), "--job-name", "scrun", "--quiet",
+    return [site.tool("srun"), "--jobid", str(JOB), "--job-name", "scrun", "--quiet", "--quiet",
             "--export=NONE", "--container", str(bundle), "--chdir=/", "--", "true"]  # fmt: skip
 
 

@@ -572,6 +572,7 @@ def test_an_unexpected_exception_is_one_line_and_a_traceback_only_with_debug(cam
     code, err = campaign.scrun(["--debug", "state", "x"])
     assert code == 1
     assert "Traceback" in err and "ZeroDivisionError: boom" in err
+    assert "└ ['state', 'x']" in err, err  # loguru's diagnose: a frame's values beside it
     assert err.splitlines()[-1].startswith("scrun: error: internal error: ZeroDivisionError")
 
 

@@ -329,6 +329,23 @@ def test_scope_resolution_rules() -> None:
         ("os.execute(string.format(\"touch '%s' %d\", bundle, job_id))", []),
         ("local cmd = 'rm -rf ' .. bundle\n  os.execute(cmd)", ["W803"]),
         ("local opts = '-a'\n  os.execute('rsync ' .. opts)", []),
+        # the script's own command builders: safe when each value they return is
+        ("local function quote(s) return \"'\" .. s .. \"'\" end\n"
+         "  local function rm(d) return 'rm -rf -- ' .. quote(d) end\n"
+         "  os.execute(rm(bundle))", []),
+        ("local function rm(d) return 'rm -rf -- ' .. d end\n  os.execute(rm(bundle))", ["W803"]),
+        ("local function nice(c) return 'nice ' .. c end\n  os.execute(nice('ls'))", []),
+        ("local function nice(c) return 'nice ' .. c end\n"
+         "  local c = 'a' .. 'b' .. 'c' .. 'd' .. 'e' .. 'f'\n  os.execute(nice(c))", []),
+        ("local function nice(c) return 'nice ' .. c end\n  os.execute(nice('ls ' .. bundle))",
+         ["W803"]),
+        ("local function f() return f() end\n  os.execute('x ' .. f())", ["W803"]),
+        # a command grown piece by piece from safe pieces, or not
+        ("local c = ''\n  for _ = 1, 2 do c = c .. 'x; ' end\n  os.execute(c)", []),
+        ("local c = ''\n  for _ = 1, 2 do c = c .. bundle end\n  os.execute(c)", ["W803"]),
+        # `a and b or c` splices b or c: a only when it is nil or false, which `..` refuses
+        ("os.execute('x ' .. (bundle and '1' or '0'))", []),
+        ("os.execute('x ' .. (bundle or '0'))", ["W803"]),
         ("io.popen('ls ' .. shell_escape(bundle))", ["W113"]),
         ("slurm.log_info('%s', job_id)\n  slurm.log_debug4('x', 1, 2, 3)", []),
         ("slurm.log_info(table.unpack({}))", []),

@@ -128,3 +128,27 @@ def test_a_run_started_while_runs_are_cancelled_is_killed_too(
     monkeypatch.setattr(subprocess, "Popen", popen_then_cancel)
     code, _, _ = processes.run(["/bin/sleep", "30"], {}, 10)
     assert code == -signal.SIGKILL
+
+
+def test_a_prelude_talks_to_the_child_before_it_is_waited_for():
+    def prelude(proc):
+        assert proc.stdout.read(6) == b"ready\n"
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+
+    script = "echo ready; read -r word; echo got $word; cat"  # cat: stdin closed after
+    code, out, _ = processes.run(
+        ["/bin/sh", "-c", script], {}, timeout=10, merge_output=True, prelude=prelude
+    )
+    assert (code, out) == (0, "got go\n")
+
+
+def test_a_prelude_that_cannot_go_on_kills_the_child(tmp_path):
+    def prelude(proc):
+        raise processes.CannotRun("unshare", OSError("no"))
+
+    marker = tmp_path / "ran"
+    with pytest.raises(processes.CannotRun, match="cannot run unshare: no"):
+        processes.run(["/bin/sh", "-c", f"sleep 5; touch {marker}"], {}, 10, prelude=prelude)
+    assert not marker.exists()
+    assert not processes._running

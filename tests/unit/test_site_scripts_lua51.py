@@ -1,14 +1,20 @@
 """docs/scrun-lua's scripts in Lua 5.1, the Lua Debian builds Slurm's own scrun against.
 
-Each script's stage-in runs to its end under lupa's Lua 5.1 with a stand-in `slurm` table (no
-Lua 5.2+ function such as table.unpack), copies only the bind mounts the nodes cannot see and
-writes a config.json that points at the copies.
+Each script runs under lupa's Lua 5.1 with a stand-in `slurm` table (no Lua 5.2+ function such
+as table.unpack) whose commands run for real with /bin/sh in a temporary tree, the nodes'
+commands (remote_command) too, as on one node. So the tests see what the scripts do to
+files: stage-in copies the root filesystem and only the bind mounts the nodes cannot see;
+stage-out brings what the container wrote back, into bind mounts too (deletions included,
+read-only ones left alone) and removes every copy; a staging path another user could change
+is refused, with nothing staged.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
+import os
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,21 +22,10 @@ import pytest
 from lupa import lua51
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "scrun-lua"
+SCRIPTS = ["shared-scratch.lua", "node-local.lua"]
 CONTAINER = "c1"
-UID = 1000
-
-CONFIG = {
-    "root": {"path": "rootfs"},
-    "process": {"args": ["sh", "-c", "exit 3"], "env": ["PATH=/bin"]},
-    "mounts": [
-        {"destination": "/proc", "type": "proc", "source": "proc"},
-        {"destination": "/dev/null", "type": "bind", "source": "/dev/null"},
-        {"destination": "/data", "type": "bind", "source": "/home/u/data"},
-        {"destination": "/etc/hosts", "type": "bind", "source": "/run/engine/c1/hosts"},
-    ],
-    "hooks": {"prestart": [{"path": "/usr/bin/engine-hook"}]},
-    "linux": {"cgroupsPath": "engine.slice:c1", "namespaces": [{"type": "pid"}]},
-}
+UID = os.getuid()
+OTHER_UID = 54321  # no one's
 
 
 def to_python(value: Any) -> Any:
@@ -44,8 +39,8 @@ def to_python(value: Any) -> Any:
 
 
 class FakeSlurm:
-    """The part of the `slurm` table the scripts call; commands are recorded, and `mkdir -p`
-    is carried out so the script can write its config.json."""
+    """The part of the `slurm` table the scripts call. Commands run with /bin/sh; remote
+    ones as on the job's first node (SLURM_NODEID=0)."""
 
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
@@ -53,17 +48,17 @@ class FakeSlurm:
         self.errors: list[str] = []
         self.bundle = ""
 
-    def command(self, line: str) -> tuple[int, str]:
+    def command(self, line: str, node: bool = False) -> tuple[int, str]:
         self.commands.append(line)
-        words = shlex.split(line)
-        if words[:2] == ["mkdir", "-p"]:
-            for path in words[4:]:
-                Path(path).mkdir(parents=True, exist_ok=True)
-        return 0, ""
+        env = {"PATH": os.environ["PATH"], **({"SLURM_NODEID": "0"} if node else {})}
+        done = subprocess.run(
+            ["/bin/sh", "-c", line], env=env, capture_output=True, text=True, timeout=60
+        )
+        return done.returncode, done.stdout + done.stderr
 
     def table(self) -> Any:
         def log_error(form: str, *args: Any) -> None:
-            self.errors.append(form)
+            self.errors.append(form % tuple(args))
 
         def set_bundle_path(path: str) -> None:
             self.bundle = path
@@ -73,7 +68,7 @@ class FakeSlurm:
                 "SUCCESS": 0,
                 "ERROR": -1,
                 "allocator_command": self.command,
-                "remote_command": self.command,
+                "remote_command": lambda line: self.command(line, node=True),
                 "log_error": log_error,
                 "from_json": lambda text: self.runtime.table_from(json.loads(text), recursive=True),
                 "to_json": lambda value: json.dumps(to_python(value)),
@@ -83,31 +78,226 @@ class FakeSlurm:
         )
 
 
-@pytest.mark.parametrize("name", ["shared-scratch.lua", "node-local.lua"])
-def test_stage_in_runs_in_lua51(tmp_path: Path, name: str) -> None:
-    scratch = tmp_path / "scratch"
-    text = (DOCS / name).read_text()
-    assert 'local scratch = "/scratch"\n' in text
-    text = text.replace('local scratch = "/scratch"\n', f'local scratch = "{scratch}"\n')
-    bundle = tmp_path / "bundle"
-    bundle.mkdir()
-    (bundle / "config.json").write_text(json.dumps(CONFIG))
+def start_ns(staged: str) -> int:
+    """The newest `.since` mark of a staged bundle's bind mounts (0 when none)."""
+    marks = list(Path(staged).glob("mounts/*.since")) if staged else []
+    return max((mark.stat().st_mtime_ns for mark in marks), default=0)
 
-    runtime = lua51.LuaRuntime(unpack_returned_tuples=True)
-    slurm = FakeSlurm(runtime)
-    runtime.globals().slurm = slurm.table()
-    runtime.execute(text)
-    stage_in = runtime.globals().slurm_scrun_stage_in
-    rc = stage_in(CONTAINER, str(bundle), "/spool", str(bundle / "config.json"), 7, UID, UID, {})
 
-    assert (rc, slurm.errors) == (0, [])
-    copies = [c for c in slurm.commands if c.startswith("cp -a -- ")]
-    assert copies and all("/run/engine/c1/hosts" in c for c in copies), slurm.commands
-    staged = scratch / str(UID) / "scrun" / CONTAINER
+class Site:
+    """A login host's tree: podman's bundle and rootfs, a user's data directory, a read-only
+    one, a home the nodes share; the scratch and the nodes' local disk."""
+
+    def __init__(self, tmp: Path, name: str, limit_mib: int = 1024) -> None:
+        self.scratch, self.node = tmp / "scratch", tmp / "node"
+        self.scratch.mkdir(mode=0o1777)
+        self.scratch.chmod(0o1777)
+        self.node.mkdir(mode=0o1777)
+        self.node.chmod(0o1777)
+        self.bundle = tmp / "bundle"
+        (self.bundle / "rootfs" / "etc").mkdir(parents=True)
+        (self.bundle / "rootfs" / "etc" / "os").write_text("busybox\n")
+        (self.bundle / "hosts").write_text("127.0.0.1 localhost\n")
+        self.data, self.inputs = tmp / "data", tmp / "inputs"
+        for directory in (self.data, self.inputs):
+            (directory / "sub").mkdir(parents=True)
+            (directory / "old").write_text("old\n")
+        config = {
+            "root": {"path": "rootfs"},
+            "process": {"args": ["sh", "-c", "exit 3"], "env": ["PATH=/bin"]},
+            "mounts": [
+                {"destination": "/proc", "type": "proc", "source": "proc"},
+                {"destination": "/dev/null", "type": "bind", "source": "/dev/null"},
+                {"destination": "/home", "type": "bind", "source": "/home/u/data"},
+                {"destination": "/etc/hosts", "type": "bind", "source": str(self.bundle / "hosts")},
+                {"destination": "/data", "type": "bind", "source": str(self.data)},
+                {"destination": "/in", "source": str(self.inputs), "options": ["rbind", "ro"]},
+            ],
+            "hooks": {"prestart": [{"path": "/usr/bin/engine-hook"}]},
+            "linux": {"cgroupsPath": "engine.slice:c1", "namespaces": [{"type": "pid"}]},
+        }
+        (self.bundle / "config.json").write_text(json.dumps(config))
+        text = (DOCS / name).read_text()
+        settings = {
+            'local scratch = "/scratch"': f'local scratch = "{self.scratch}"',
+            "local carry_limit_mib = 1024": f"local carry_limit_mib = {limit_mib}",
+        }
+        if name == "node-local.lua":
+            settings['local node_local = "/tmp"'] = f'local node_local = "{self.node}"'
+        for line, value in settings.items():
+            assert text.count(line + "\n") == 1, (name, line)
+            text = text.replace(line + "\n", value + "\n")
+        self.runtime = lua51.LuaRuntime(unpack_returned_tuples=True)
+        self.slurm = FakeSlurm(self.runtime)
+        self.runtime.globals().slurm = self.slurm.table()
+        self.runtime.execute(text)
+
+    @property
+    def carried(self) -> Path:
+        return self.scratch / str(UID) / "scrun" / CONTAINER
+
+    def stage_in(self, container: str = CONTAINER) -> int:
+        """Stage-in of `container`; then wait until what it writes is newer than what was
+        staged (file times tick every few ms: a container starts much later)."""
+        hook = self.runtime.globals().slurm_scrun_stage_in
+        config = str(self.bundle / "config.json")
+        self.slurm.bundle = ""
+        rc = int(hook(container, str(self.bundle), "/spool", config, 7, UID, UID, {}))
+        probe = self.scratch / "probe"
+        start = time.monotonic_ns()
+        while time.monotonic_ns() - start < 1e9:
+            probe.touch()
+            if probe.stat().st_ctime_ns > start_ns(self.slurm.bundle):
+                break
+        probe.unlink()
+        return rc
+
+    def stage_out(self, container: str = CONTAINER, bundle: str | None = None) -> int:
+        hook = self.runtime.globals().slurm_scrun_stage_out
+        bundle = bundle if bundle is not None else self.slurm.bundle or str(self.bundle)
+        staged = bundle != str(self.bundle)
+        root = f"{bundle}/rootfs" if staged else str(self.bundle / "rootfs")
+        config = str(self.bundle / "config.json")
+        return int(
+            hook(container, bundle, str(self.bundle), root, str(self.bundle / "rootfs"),
+                 "/spool", config, 7, UID, UID)
+        )  # fmt: skip
+
+    @property
+    def users_dirs(self) -> list[str]:
+        """What stays in the scratch once a container is gone: the user's own directories."""
+        return [str(self.scratch / str(UID)), str(self.scratch / str(UID) / "scrun")]
+
+    def leftovers(self) -> list[str]:
+        return [str(p) for p in (*self.scratch.rglob("*"), *self.node.rglob(CONTAINER))]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_container_goes_there_and_back(tmp_path: Path, name: str) -> None:
+    site = Site(tmp_path, name)
+    assert site.stage_in() == 0, site.slurm.errors
+    staged = Path(site.slurm.bundle)
     written = json.loads((staged / "config.json").read_text())
-    assert written["process"] == CONFIG["process"]
+    assert written["process"]["args"] == ["sh", "-c", "exit 3"]
     assert "hooks" not in written and "cgroupsPath" not in written["linux"]
     sources = [mount["source"] for mount in written["mounts"]]
-    assert sources[:3] == ["proc", "/dev/null", "/home/u/data"]
-    assert sources[3].endswith(f"/{CONTAINER}/mounts/4")
-    assert slurm.bundle.endswith(f"/{CONTAINER}")
+    assert sources[:3] == ["proc", "/dev/null", "/home/u/data"]  # the nodes see them
+    assert sources[3:] == [f"{staged}/mounts/{i}" for i in (4, 5, 6)]
+    assert (staged / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+    assert (staged / "mounts" / "5" / "old").read_text() == "old\n"
+    assert (staged / "mounts" / "4").read_text() == "127.0.0.1 localhost\n"
+    assert oct(site.carried.stat().st_mode & 0o777) == "0o700"
+
+    # what the container does on the node: in its root, its bind mounts, a read-only one
+    (staged / "rootfs" / "result").write_text("written\n")
+    (staged / "mounts" / "5" / "old").unlink()
+    (staged / "mounts" / "5" / "sub" / "new").write_text("new\n")
+    (staged / "mounts" / "6" / "old").unlink()  # read-only: not carried back
+    with (staged / "mounts" / "4").open("a") as hosts:
+        hosts.write("10.0.0.1 node\n")
+    assert site.stage_out() == 0, site.slurm.errors
+
+    assert (site.bundle / "rootfs" / "result").read_text() == "written\n"
+    assert not (site.data / "old").exists()  # deleted in the container: deleted here
+    assert (site.data / "sub" / "new").read_text() == "new\n"
+    assert (site.inputs / "old").read_text() == "old\n"
+    assert (site.bundle / "hosts").read_text().endswith("10.0.0.1 node\n")
+    assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_bind_mount_holding_the_scratch_leaves_it_out(tmp_path: Path, name: str) -> None:
+    """`-v /tmp:/tmp` with the scratch under /tmp: the scratch is neither copied into
+    itself nor removed by the copy back."""
+    site = Site(tmp_path, name)
+    config = json.loads((site.bundle / "config.json").read_text())
+    config["mounts"][4]["source"] = str(tmp_path)
+    (site.bundle / "config.json").write_text(json.dumps(config))
+    assert site.stage_in() == 0, site.slurm.errors
+    staged = Path(site.slurm.bundle)
+    copy = staged / "mounts" / "5"
+    assert (copy / "data" / "old").exists() and not (copy / "scratch").exists()
+    (copy / "data" / "sub" / "new").write_text("new\n")
+    assert site.stage_out() == 0, site.slurm.errors
+    assert (site.data / "sub" / "new").read_text() == "new\n"
+    assert site.scratch.is_dir() and not site.carried.exists()
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_bind_mount_past_the_site_limit_is_refused(tmp_path: Path, name: str) -> None:
+    site = Site(tmp_path, name, limit_mib=1)
+    (site.data / "big").write_bytes(os.urandom(2 * 1024 * 1024))
+    assert site.stage_in() != 0
+    [error] = site.slurm.errors
+    assert f"{site.data} holds 2 MiB, more than this site carries to the nodes (1 MiB)" in error
+    assert site.stage_out() == 0, site.slurm.errors
+    assert (site.data / "old").exists()
+    assert site.leftovers() == site.users_dirs
+
+
+def squat(site: Site, path: Path, *, owner: int = OTHER_UID, mode: int = 0o700) -> None:
+    path.mkdir(parents=True)
+    os.chown(path, owner, owner)
+    path.chmod(mode)
+
+
+@pytest.mark.skipif(UID != 0, reason="making another user's directory needs root")
+@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize(
+    ("planted", "words"),
+    [
+        ("squatted", "belongs to uid 54321, not to you (uid 0)"),
+        ("open", "is writable by others"),
+        ("link", "is not a directory"),
+    ],
+)
+def test_a_staging_path_another_user_can_change_is_refused(
+    tmp_path: Path, name: str, planted: str, words: str
+) -> None:
+    site = Site(tmp_path, name)
+    mine = site.scratch / str(UID)
+    if planted == "squatted":  # made before the user's first container, by another user
+        squat(site, mine)
+    elif planted == "open":
+        squat(site, mine, owner=UID, mode=0o777)
+    else:
+        elsewhere = tmp_path / "elsewhere"
+        squat(site, elsewhere)
+        mine.symlink_to(elsewhere)
+    assert site.stage_in() != 0
+    [error] = site.slurm.errors
+    assert f"unsafe staging path: {mine} {words}" in error, error
+    assert not site.slurm.bundle
+    assert list(mine.iterdir()) == [] if mine.is_dir() else True
+    assert site.stage_out() == 0, site.slurm.errors
+    assert mine.exists() or mine.is_symlink()  # not the user's to remove
+
+
+@pytest.mark.skipif(UID != 0, reason="making another user's directory needs root")
+def test_a_node_local_path_another_user_made_is_refused(tmp_path: Path) -> None:
+    site = Site(tmp_path, "node-local.lua")
+    squat(site, site.node / f"scrun-{UID}")
+    assert site.stage_in() != 0
+    [error] = site.slurm.errors
+    assert f"unsafe staging path: {site.node}/scrun-{UID} belongs to uid 54321" in error, error
+    assert site.stage_out() == 0, site.slurm.errors
+    assert not site.carried.exists()
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_two_containers_of_one_bind_mount_keep_each_others_writes(
+    tmp_path: Path, name: str
+) -> None:
+    """Two containers of one `-v DIR` at once: each copies back what it changed (and
+    deleted), not its whole copy, so neither undoes the other's writes."""
+    site = Site(tmp_path, name)
+    assert site.stage_in("a") == 0, site.slurm.errors
+    first = Path(site.slurm.bundle)
+    assert site.stage_in("b") == 0, site.slurm.errors
+    second = Path(site.slurm.bundle)
+    (first / "mounts" / "5" / "a").write_text("a\n")
+    (first / "mounts" / "5" / "old").unlink()
+    (second / "mounts" / "5" / "b").write_text("b\n")
+    assert site.stage_out("a", str(first)) == 0, site.slurm.errors
+    assert site.stage_out("b", str(second)) == 0, site.slurm.errors
+    assert sorted(p.name for p in site.data.iterdir()) == ["a", "b", "sub"]

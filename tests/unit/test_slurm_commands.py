@@ -15,6 +15,7 @@ from scrunlib.slurm_commands import (
     JOB_HOLDER,
     StepCommand,
     cancel_argv,
+    exec_argv,
     job_exit_status,
     job_tag,
     parse_scontrol_record,
@@ -48,6 +49,18 @@ def test_step_on_23_02_tags_the_container_and_pty():
     assert argv[argv.index("--container-id") + 1] == "c1"
     assert "--pty" in argv and "--label" in argv
     assert argv.index("--label") < argv.index("--")
+
+
+def test_the_container_and_exec_steps_keep_srun_to_its_fatal_messages():
+    """Two --quiet: srun's "task 0: Exited with exit code N" line is error level (one
+    --quiet keeps errors); a Lua command's step keeps them (its output is scrun's own)."""
+    step = step_argv(
+        "srun", StepCommand(job_id=5, bundle="/b", args=["sh"], container_id="c"), V2302
+    )
+    assert step.count("--quiet") == 2 and step.index("--quiet") < step.index("--")
+    exec_step = exec_argv("srun", 5, "n1", "crun exec x", pty=False)
+    assert exec_step.count("--quiet") == 2 and exec_step.index("--quiet") < exec_step.index("--")
+    assert remote_command_argv("srun", 5, "true").count("--quiet") == 1
 
 
 def test_salloc_line():

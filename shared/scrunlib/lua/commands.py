@@ -25,7 +25,7 @@ from scrunlib import processes, siteconfig
 from scrunlib.errors import ScrunError
 from scrunlib.lua.records import CommandKind
 from scrunlib.state import shell_exit_code
-from scrunlib.userns import as_real_user
+from scrunlib.userns import with_all_user_ids
 
 # Exit status reported when the command itself could not be started (a shell says the same).
 NOT_RUNNABLE = 127
@@ -111,15 +111,17 @@ class SubprocessRunner:
 
 
 def run_command(argv: list[str], env: Mapping[str, str], timeout: float) -> tuple[int, str]:
-    """Run `argv` as the real user (scrunlib.userns) through scrunlib.processes, output
-    captured together; a shell's exit status (128+N for signal N)."""
+    """Run `argv` as the real user with all of the user's ids (scrunlib.userns) through
+    scrunlib.processes, output captured together; a shell's exit status (128+N for signal
+    N)."""
     try:
-        code, out, _ = processes.run(as_real_user(argv), env, timeout, merge_output=True)
+        wrapped, prelude = with_all_user_ids(argv)
+        code, out, _ = processes.run(wrapped, env, timeout, merge_output=True, prelude=prelude)
     except processes.CannotRun as exc:
         return NOT_RUNNABLE, str(exc)
     except processes.TimedOut as exc:
         raise CommandTimeout(timeout, exc.output) from None
-    except ScrunError as exc:  # as_real_user: no unshare to run as the real user with
+    except ScrunError as exc:  # with_all_user_ids: no unshare to run as the real user with
         return NOT_RUNNABLE, exc.message
     return shell_exit_code(code), out
 

@@ -7,8 +7,10 @@ value. A value is a problem unless it is *safe* or sits inside single quotes:
 
 * safe: literals, numbers (`%d`, `math.floor(x)`, arithmetic), the container id and the
   numeric ids scrun passes to the hooks (scrun only accepts ids made of `[A-Za-z0-9_.+-]`,
-  starting with a letter or digit), calls of a function named like `quote`/`escape`, and
-  locals, concatenations and `string.format`s built only from safe parts;
+  starting with a letter or digit), calls of a function named like `quote`/`escape`, calls
+  of the script's own command builders (each value they return is a safe command but for
+  the parameters it splices unquoted, which get safe arguments), and locals,
+  concatenations and `string.format`s built only from safe parts;
 * inside double quotes `$(...)`, backticks, `$VAR` and `\\` still work: a problem;
 * `%q` is Lua's quoting (a `"..."` Lua literal), not the shell's: a problem anywhere.
 
@@ -181,8 +183,12 @@ def forwarded_parameter(
     return variable
 
 
-def is_safe(ctx: LintContext, expr: n.Node, depth: int) -> bool:
-    """Whether the value of `expr` surely cannot change a shell command it is spliced into."""
+def is_safe(
+    ctx: LintContext, expr: n.Node, depth: int, seen: frozenset[Variable] = frozenset()
+) -> bool:
+    """Whether the value of `expr` surely cannot change a shell command it is spliced into.
+    `seen`: the locals whose values are being examined (`s = s .. part` is safe when its
+    other values and `part` are)."""
     expr = n.unparen(expr)
     if isinstance(expr, (n.String, n.Number)) or ctx.value_kind(expr) == "number":
         return True
@@ -193,21 +199,76 @@ def is_safe(ctx: LintContext, expr: n.Node, depth: int) -> bool:
     if depth >= MAX_DEPTH:
         return False
     if isinstance(expr, n.Call) and ctx.global_call(expr) == "tostring" and expr.args:
-        return is_safe(ctx, expr.args[0], depth + 1)
-    if isinstance(expr, n.BinOp) and expr.op in ("..", "and", "or"):
-        return is_safe(ctx, expr.left, depth + 1) and is_safe(ctx, expr.right, depth + 1)
+        return is_safe(ctx, expr.args[0], depth + 1, seen)
+    if isinstance(expr, n.Call):
+        function = ctx.called_function(expr)
+        if function is not None:
+            forwarded = safe_command_builder(ctx, function)
+            return forwarded is not None and all(
+                is_safe(ctx, arg, depth + 1, seen) or safe_command(ctx, arg)
+                for i, arg in enumerate(expr.args)
+                if i in forwarded
+            )
+    if isinstance(expr, n.BinOp) and expr.op == "and":
+        # `c and x` is `c` only when `c` is nil or false, which `..` cannot splice
+        return is_safe(ctx, expr.right, depth + 1, seen)
+    if isinstance(expr, n.BinOp) and expr.op in ("..", "or"):
+        return is_safe(ctx, expr.left, depth + 1, seen) and is_safe(
+            ctx, expr.right, depth + 1, seen
+        )
     formatted = format_call(ctx, expr)
     if formatted is not None:
         template, args = formatted
         return n.static_string(template) is not None and all(
-            is_safe(ctx, arg, depth + 1) for arg in args
+            is_safe(ctx, arg, depth + 1, seen) for arg in args
         )
     variable = ctx.scopes.variable(expr)
     if variable is None:
         return False
+    if variable in seen:
+        return True
     if not (safe_hook_argument(ctx, variable) or variable.values):
         return False
-    return all(is_safe(ctx, value, depth + 1) for value in variable.values)
+    return all(is_safe(ctx, value, depth + 1, seen | {variable}) for value in variable.values)
+
+
+def safe_command(ctx: LintContext, expr: n.Node) -> bool:
+    """Whether `expr` is a command with nothing unsafe in it (quoting followed through)."""
+    found = analyse(ctx, expr)
+    return not found.problems and not found.forwarded
+
+
+# The script's functions whose returns safe_command_builder is examining (a builder that
+# calls itself is not taken as safe).
+_examining: set[n.Function] = set()
+
+
+def safe_command_builder(ctx: LintContext, function: n.Function) -> set[int] | None:
+    """When `function` is a command builder whose result may be spliced anywhere outside
+    quotes: the positions of the parameters it splices unquoted (its result is safe when
+    the arguments there are: `"sh -c " .. quote(c)` needs nothing, `"nice " .. c` a safe
+    `c`); else None. A builder returns something, and each value it returns is a command in
+    which nothing but those parameters is unsafe (`"rm -rf -- " .. quote(dir)`)."""
+    if function in _examining:
+        return None
+    _examining.add(function)
+    try:
+        returned = [
+            node.values[0]
+            for node in n.walk(function.body)
+            if isinstance(node, n.Return) and node.function is function and node.values
+        ]
+        forwarded: set[n.Node] = set()
+        for value in returned:
+            found = analyse(ctx, value)
+            if found.problems:
+                return None
+            forwarded |= {variable.decl for variable in found.forwarded}
+        if not returned:
+            return None
+        return {i for i, param in enumerate(function.params) if param in forwarded}
+    finally:
+        _examining.discard(function)
 
 
 def safe_hook_argument(ctx: LintContext, variable: Variable) -> bool:

@@ -83,6 +83,18 @@ class LintContext:
             if isinstance(node, (n.Call, n.MethodCall)):
                 yield node
 
+    def called_function(self, call: n.Call) -> n.Function | None:
+        """The function literal a call of a plain name surely calls: a local bound once to a
+        function, or a global the script defines exactly once."""
+        if not isinstance(call.func, n.Name):
+            return None
+        variable = self.scopes.variable(call.func)
+        if variable is not None:
+            values = variable.values
+            return values[0] if len(values) == 1 and isinstance(values[0], n.Function) else None
+        found = [d.func for d in self.definitions if d.is_global and d.name == call.func.name]
+        return found[0] if len(found) == 1 else None
+
     def slurm_function(self, node: n.Node) -> str | None:
         """For a call `slurm.NAME(...)` (global slurm): NAME; else None."""
         if isinstance(node, n.Call):

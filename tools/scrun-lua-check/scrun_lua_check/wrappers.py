@@ -59,7 +59,7 @@ def command_use(
         slurm = name.startswith("slurm.")
         command = call.args[-1] if slurm else call.args[0]
         return CommandUse(call, f"{name}()", name, (command,), slurm)
-    function = called_function(ctx, call)
+    function = ctx.called_function(call)
     wrapper = wrappers.get(function) if function is not None else None
     if wrapper is None:
         return None
@@ -68,19 +68,6 @@ def command_use(
         return None
     described = f"{n.describe(call.func)}() (a wrapper of {wrapper.runs}())"
     return CommandUse(call, described, wrapper.runs, commands, wrapper.status)
-
-
-def called_function(ctx: LintContext, call: n.Call) -> n.Function | None:
-    """The function literal a call of a plain name surely calls: a local bound once to a
-    function, or a global the script defines exactly once."""
-    if not isinstance(call.func, n.Name):
-        return None
-    variable = ctx.scopes.variable(call.func)
-    if variable is not None:
-        values = variable.values
-        return values[0] if len(values) == 1 and isinstance(values[0], n.Function) else None
-    found = [d.func for d in ctx.definitions if d.is_global and d.name == call.func.name]
-    return found[0] if len(found) == 1 else None
 
 
 def learn(ctx: LintContext, uses: list[CommandUse], wrappers: dict[n.Function, Wrapper]) -> bool:

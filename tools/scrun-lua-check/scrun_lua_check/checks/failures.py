@@ -15,7 +15,6 @@ from scrun_lua_check.analyses import Analyses
 from scrun_lua_check.checks.returns import terminates
 from scrun_lua_check.context import LintContext
 from scrun_lua_check.scope import Variable
-from scrun_lua_check.wrappers import called_function
 
 # A path of static keys from a variable: `config["process"]["env"]` is (config, "process", "env").
 Path = tuple[Variable | str, ...]
@@ -27,7 +26,7 @@ def check_ignored_failures(ctx: LintContext, analyses: Analyses) -> None:
         if not isinstance(node, n.CallStat) or not isinstance(node.call, n.Call):
             continue
         call = node.call
-        function = called_function(ctx, call) if call not in wrapped else None
+        function = ctx.called_function(call) if call not in wrapped else None
         failure = failure_return(function) if function is not None else None
         if failure is None:
             continue
