@@ -18,7 +18,7 @@ import shlex
 from scrunlib.errors import StateError
 from scrunlib.signals import SIGCONT, SIGSTOP
 from scrunlib.slurm import Slurm
-from scrunlib.slurm_commands import EXEC_STEP_NAME, remote_command_argv
+from scrunlib.slurm_commands import container_step_names, remote_command_argv
 from scrunlib.state import ContainerState
 
 # `ps` columns when the caller names none: who, which, how long, what
@@ -27,10 +27,10 @@ PS_STEP_NAME = "scrun-ps"
 
 
 def container_steps(slurm: Slurm, state: ContainerState) -> list[int]:
-    """The ids of the container's running steps: its own and, in a job of its own, its
-    exec steps (in a job it joined, another container's exec steps carry the same name)."""
+    """The ids of the container's running steps (scrunlib.slurm_commands's
+    container_step_names: its own and its exec steps)."""
     assert state.job_id is not None
-    names = (state.step_name,) if state.existing_job else (state.step_name, EXEC_STEP_NAME)
+    names = container_step_names(state.step_name, state.existing_job)
     steps = slurm.step_ids(state.job_id, *names)
     if not steps:
         raise StateError(f"container {state.id!r} has no running step in job {state.job_id}")

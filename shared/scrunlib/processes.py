@@ -30,6 +30,7 @@ imports plumbum in 72.5 ms (`-X importtime`: 58-72 ms cumulative).
 from __future__ import annotations
 
 import os
+from _thread import allocate_lock  # the interpreter holds it from its start; threading does not
 
 from scrunlib.errors import reason
 from scrunlib.signals import SIGKILL, SIGPIPE, SIGXFSZ
@@ -67,23 +68,55 @@ class TimedOut(Exception):
 
 # The process groups of the bounded runs in flight. cancel_running() ends them and refuses
 # new ones until allow_again(): a container removed while scrun.lua's stage-in runs its
-# commands (in the anchor's worker thread) must not wait for an rsync to finish.
+# commands (in the anchor's worker thread) must not wait for an rsync to finish. The main
+# thread cancels while the worker starts commands: `_lock` makes "is it refused?" and
+# "register it" one step each side, so that a run started meanwhile is killed too.
 _running: set[int] = set()
 _refusing = False
+_lock = allocate_lock()
+
+
+def _kill_group(group: int) -> None:
+    try:  # noqa: SIM105
+        os.killpg(group, SIGKILL)
+    except ProcessLookupError:
+        pass  # it ended meanwhile
 
 
 def cancel_running() -> None:
     """Kill every bounded run in flight (its whole process group); refuse new ones."""
     global _refusing
-    _refusing = True
-    for group in list(_running):
-        _kill_group(group)
+    with _lock:
+        _refusing = True
+        for group in _running:
+            _kill_group(group)
 
 
 def allow_again() -> None:
     """Runs start again (stage-out, once an abandoned stage-in has ended)."""
     global _refusing
-    _refusing = False
+    with _lock:
+        _refusing = False
+
+
+def _refused() -> bool:
+    with _lock:
+        return _refusing
+
+
+def _register(group: int) -> bool:
+    """Count a started run as in flight; one started while cancel_running() ran (after
+    `_refused()` said no) is killed here, as that call would have killed it: True then."""
+    with _lock:
+        _running.add(group)
+        if _refusing:
+            _kill_group(group)
+        return _refusing
+
+
+def _unregister(group: int) -> None:
+    with _lock:
+        _running.discard(group)
 
 
 def run(
@@ -102,7 +135,7 @@ def run(
     when the child cannot go on, and the child's group is killed)."""
     import subprocess
 
-    if _refusing:
+    if _refused():
         raise CannotRun(argv[0], OSError("not run: the container is being removed"))
     try:
         proc = subprocess.Popen(
@@ -115,9 +148,9 @@ def run(
         )
     except OSError as exc:
         raise CannotRun(argv[0], exc) from exc
-    _running.add(proc.pid)
+    killed = _register(proc.pid)
     try:
-        if prelude is not None:
+        if prelude is not None and not killed:
             try:
                 prelude(proc)
             except CannotRun:
@@ -126,14 +159,7 @@ def run(
                 raise
         return _finish(proc, argv, timeout)
     finally:
-        _running.discard(proc.pid)
-
-
-def _kill_group(group: int) -> None:
-    try:  # noqa: SIM105
-        os.killpg(group, SIGKILL)
-    except ProcessLookupError:
-        pass  # it ended meanwhile
+        _unregister(proc.pid)
 
 
 def _finish(

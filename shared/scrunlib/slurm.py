@@ -8,6 +8,7 @@ does); its failures become SlurmError.
 from __future__ import annotations
 
 import os
+import time
 
 from scrunlib import filecache, processes
 from scrunlib.errors import SlurmError
@@ -18,8 +19,10 @@ from scrunlib.slurm_commands import (
     cancel_argv,
     command_environment,
     job_exit_status,
+    named_steps,
     parse_scontrol_record,
     salloc_argv,
+    steps_argv,
     tagged_container,
 )
 from scrunlib.slurm_version import SlurmVersion, parse_version, version_string
@@ -32,6 +35,10 @@ if TYPE_CHECKING:
 
 # Seconds a Slurm command may take (salloc excepted: a pending job waits, as podman does).
 COMMAND_TIMEOUT = 60.0
+
+# How often `end_steps` looks again whether the steps it cancelled have ended (Slurm tells
+# no one: squeue is asked).
+STEP_POLL_SECONDS = 0.2
 
 
 def _text(data: str | bytes) -> str:
@@ -348,20 +355,41 @@ class Slurm:
         """scancel; a job that already ended counts as success."""
         code, out, err = self.run(cancel_argv(self.path("scancel"), job_id, signal, step_id))
         text = err + out
-        if code != 0 and "already completed" not in text and "Invalid job id" not in text:
+        # "Job/step already completed", "... already completing or completed"
+        if code != 0 and "already complet" not in text and "Invalid job id" not in text:
             raise SlurmError(f"scancel {job_id} failed: {last_line(text)}")
 
     def step_ids(self, job_id: int, *step_names: str) -> list[int]:
-        """Ids of the job's running steps named any of `step_names`."""
-        argv = [self.path("squeue"), "-h", "-s", "-j", str(job_id), "-o", "%i %j"]
-        code, out, _ = self.run(argv)
-        steps = []
-        for line in out.splitlines() if code == 0 else []:
-            step, _, name = line.strip().partition(" ")
-            _, _, number = step.partition(".")
-            if name in step_names and number.isdigit():
-                steps.append(int(number))
-        return steps
+        """Ids of the job's running steps named any of `step_names` (none once the job has
+        ended). SlurmError when squeue cannot say."""
+        code, out, err = self.run(steps_argv(self.path("squeue"), job_id, "%i %j"))
+        if code != 0 and "Invalid job id" not in err + out:
+            raise SlurmError(f"cannot list the steps of job {job_id}: {last_line(err or out)}")
+        return named_steps(out, step_names) if code == 0 else []
+
+    def end_steps(
+        self, job_id: int, step_names: Sequence[str], timeout: float, cancel_after: float = 0.0
+    ) -> bool:
+        """Wait until Slurm lists none of the job's steps named any of `step_names`,
+        cancelling those still listed after `cancel_after` seconds (a step that is ending
+        by itself is left to end as it does: its accounting record says how). A step leaves
+        the list once its tasks have ended on every node: killing its srun here does not
+        end them, and whatever copies their files must wait for that. True once none is
+        listed (a job that has ended has none), False when one still is after `timeout`
+        seconds (its tasks may still run). SlurmError when Slurm cannot be asked."""
+        started = time.monotonic()
+        cancelled: set[int] = set()
+        while True:
+            steps = self.step_ids(job_id, *step_names)
+            if not steps:
+                return True
+            waited = time.monotonic() - started
+            for step in set(steps) - cancelled if waited >= cancel_after else ():
+                self.cancel(job_id, step_id=step)
+                cancelled.add(step)
+            if waited >= timeout:
+                return False
+            time.sleep(STEP_POLL_SECONDS)
 
     def step_ran_out_of_memory(self, job_id: int, step_name: str) -> bool:
         """Whether the job's ended step named `step_name` was ended by the cgroup OOM killer,
@@ -380,9 +408,7 @@ class Slurm:
 
     def step_nodes(self, job_id: int, step_id: int) -> list[str]:
         """The nodes of a running step, in order (its task 0 runs on the first)."""
-        code, out, err = self.run(
-            [self.path("squeue"), "-h", "-s", "-j", str(job_id), "-o", "%i %N"]
-        )
+        code, out, err = self.run(steps_argv(self.path("squeue"), job_id, "%i %N"))
         nodelist = ""
         for line in out.splitlines() if code == 0 else []:
             step, _, nodes = line.strip().partition(" ")

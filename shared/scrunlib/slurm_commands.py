@@ -172,6 +172,31 @@ def step_argv(srun: str, step: StepCommand, version: SlurmVersion) -> list[str]:
 EXEC_STEP_NAME = "scrun-exec"
 
 
+def container_step_names(step_name: str, existing_job: bool) -> tuple[str, ...]:
+    """The names of a container's steps, whose tasks are the container's processes: its
+    own (`step_name`) and, in a job of its own, its exec steps (in a job it joined, another
+    container's exec steps carry the same name)."""
+    return (step_name,) if existing_job else (step_name, EXEC_STEP_NAME)
+
+
+def steps_argv(squeue: str, job_id: int, fields: str) -> list[str]:
+    """`squeue` listing the running steps of a job, one line each: `fields` (squeue's -o
+    format; the step id first). An ended or unknown job has none."""
+    return [squeue, "-h", "-s", "-j", str(job_id), "-o", fields]
+
+
+def named_steps(listing: str, step_names: Sequence[str]) -> list[int]:
+    """The step numbers, in `steps_argv(..., "%i %j")` output, of the steps named any of
+    `step_names` (a name may hold spaces)."""
+    steps = []
+    for line in listing.splitlines():
+        step, _, name = line.strip().partition(" ")
+        _, _, number = step.partition(".")
+        if name in step_names and number.isdigit():
+            steps.append(int(number))
+    return steps
+
+
 def exec_argv(srun: str, job_id: int, node: str, command: str, *, pty: bool) -> list[str]:
     """`scrun exec`: one task on `node`, beside the container's step (--overlap), running
     `command` (the node's OCI runtime entering the container) under /bin/sh."""

@@ -2,7 +2,14 @@
 
     creating ──> created ──> running <──> paused
         │           │           │            │
-        └───────────┴───────────┴────────────┴──> stopped
+        └───────────┴───────────┴────────────┴──> stopping ──> stopped
+
+`stopping` is the anchor ending the container: its step's tasks are ended (and Slurm
+confirms it), stage-out copies their files back, the job ends; only then is it `stopped`.
+The OCI state document knows only creating, created, running and stopped: it shows a
+stopping container as it was, running (created if it never started), with the anchor's
+pid, so that a client acting on `stopped` (podman 4.3's `state`, scripts, `scrun list`)
+does not act while the container's files are still being copied back.
 
 Only the anchor writes state.json (and `create` its first version); every other command
 reads it. Because it is on disk, not only in the anchor's memory, `state` and `delete` work
@@ -37,14 +44,16 @@ class Status:
     CREATED = "created"
     RUNNING = "running"
     PAUSED = "paused"
+    STOPPING = "stopping"  # state.json's only: see the module docstring
     STOPPED = "stopped"
 
 
 TRANSITIONS: dict[str, frozenset[str]] = {
-    Status.CREATING: frozenset({Status.CREATED, Status.STOPPED}),
-    Status.CREATED: frozenset({Status.RUNNING, Status.STOPPED}),
-    Status.RUNNING: frozenset({Status.PAUSED, Status.STOPPED}),
-    Status.PAUSED: frozenset({Status.RUNNING, Status.STOPPED}),
+    Status.CREATING: frozenset({Status.CREATED, Status.STOPPING}),
+    Status.CREATED: frozenset({Status.RUNNING, Status.STOPPING}),
+    Status.RUNNING: frozenset({Status.PAUSED, Status.STOPPING}),
+    Status.PAUSED: frozenset({Status.RUNNING, Status.STOPPING}),
+    Status.STOPPING: frozenset({Status.STOPPED}),
     Status.STOPPED: frozenset(),
 }
 
@@ -200,9 +209,17 @@ class ContainerState:
             return Status.PAUSED
         return self.status
 
+    def oci_status(self) -> str:
+        """The status as the OCI state document says it: a stopping container is still
+        what it was (see the module docstring)."""
+        status = self.effective_status()
+        if status == Status.STOPPING:
+            return Status.RUNNING if self.started else Status.CREATED
+        return status
+
     def oci_state(self) -> dict[str, Any]:
         """The OCI runtime state document, plus Slurm's job id and the exit code."""
-        status = self.effective_status()
+        status = self.oci_status()
         document: dict[str, Any] = {
             "ociVersion": self.oci_version,
             "id": self.id,

@@ -381,13 +381,18 @@ def with_cluster_staging(cluster: Cluster, hooks: str) -> str:
     """A scrun.lua of `hooks` that carry the container to the nodes as the cluster's own
     scrun.lua does: that script's hooks become `cluster_stage_in` and `cluster_stage_out`,
     for `hooks` to call."""
-    staging = (Path(cluster.slurm_conf).parent / "scrun.lua").read_text()
+    return with_staging((Path(cluster.slurm_conf).parent / "scrun.lua").read_text(), hooks)
+
+
+def with_staging(staging: str, hooks: str) -> str:
+    """A scrun.lua of `hooks` that carry the container to the nodes as the scrun.lua
+    `staging` does: its hooks become `cluster_stage_in` and `cluster_stage_out`."""
     for hook in ("stage_in", "stage_out"):
         old = f"function slurm_scrun_{hook}("
-        assert staging.count(old) == 1, f"the cluster's scrun.lua has no {old}"
+        assert staging.count(old) == 1, f"the staging scrun.lua has no {old}"
         staging = staging.replace(old, f"function cluster_{hook}(")
     body, returned, _ = staging.rpartition("return slurm.SUCCESS")
-    assert returned, "the cluster's scrun.lua does not end in return slurm.SUCCESS"
+    assert returned, "the staging scrun.lua does not end in return slurm.SUCCESS"
     return body + hooks
 
 

@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fake_steps import FakeSteps
 from scrun_anchor.container import Container
 from scrun_anchor.creation import Creation
+from scrun_anchor.staging import ContainerStaging
 from scrunlib import protocol
 from scrunlib.errors import InvalidInput, LuaError, SlurmError
 from scrunlib.siteconfig import SiteConfig
@@ -163,8 +165,10 @@ def test_a_refused_allocation_names_the_job_options_asked_for(
 
 @pytest.fixture(autouse=True)
 def quick_reap(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fake salloc never learns of a (faked) scancel: kill it at once."""
+    """The fake salloc never learns of a (faked) scancel: kill it at once. Steps being
+    ended are looked for again at once (fake_steps counts listings, not seconds)."""
     monkeypatch.setattr("scrun_anchor.teardown.REAP_SECONDS", 0.1)
+    monkeypatch.setattr("scrunlib.slurm.STEP_POLL_SECONDS", 0.01)
 
 
 def test_a_job_that_ended_before_start_fails_the_start(fp, site, spool, bundle) -> None:
@@ -247,19 +251,20 @@ def test_the_end_records_the_exit_code_and_ends_the_job(fp, site, spool, bundle,
     fp.register(step_argv(site, bundle), returncode=3)
     created.handle({"op": "start"})
     fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
-    fp.register([site.tool("scancel"), fp.any()])  # counted, had it run
+    steps = FakeSteps(fp, str(site.bin), JOB, {})
     assert created.stop() == 3
     state = saved(spool)
     assert (state.status, state.exit_code, state.job_ended) == (Status.STOPPED, 3, True)
     assert state.error is None  # the container ended, not Slurm
     assert job_status(site) == "3"  # salloc ended the job with the container's code
-    assert fp.call_count([site.tool("scancel"), fp.any()]) == 0
+    assert steps.events == ["squeue: none"]  # its tasks have ended: no scancel
     assert not site.ran("scancel")
     assert not os.path.exists(spool.socket)
 
 
 def test_a_job_slurm_ended_is_reported(fp, site, spool, bundle, created) -> None:
     fp.register(step_argv(site, bundle), returncode=137)
+    FakeSteps(fp, str(site.bin), JOB, {})
     created.handle({"op": "start"})
     fp.register(
         [site.tool("scontrol"), "-o", "show", "job", str(JOB)],
@@ -267,6 +272,124 @@ def test_a_job_slurm_ended_is_reported(fp, site, spool, bundle, created) -> None
     )
     assert created.stop() == 137
     assert saved(spool).error == f"job {JOB} ended by Slurm: TIMEOUT"
+
+
+# -- the end, in order: the tasks ended, then stage-out, then `stopped` --------------------
+
+STAGING_SCRIPT = """
+function slurm_scrun_stage_in() return slurm.SUCCESS end
+function slurm_scrun_stage_out() return slurm.SUCCESS end
+"""
+
+
+@pytest.fixture
+def staged(fp, site, spool, bundle) -> Iterator[Container]:
+    """A created container whose site stages it (a scrun.lua that does nothing)."""
+    (site.slurm_conf.parent / "scrun.lua").write_text(STAGING_SCRIPT)
+    expect_allocation(fp, site)
+    container = Container(creation(site, spool, bundle).create())
+    assert container.preparation.staging is not None
+    yield container
+    allocation = container.preparation.allocation
+    if allocation is not None:  # a test that did not stop it: end its salloc
+        allocation.reap(timeout=0)
+
+
+def record_stage_out(
+    monkeypatch: pytest.MonkeyPatch, spool: Spool, steps: FakeSteps
+) -> list[dict[str, object]]:
+    """What `scrun state` would print while stage-out runs, one document per stage-out;
+    `steps.events` gets a "stage-out" where it ran."""
+    seen: list[dict[str, object]] = []
+    original = ContainerStaging.stage_out
+
+    def stage_out(staging: ContainerStaging) -> None:
+        steps.events.append("stage-out")
+        seen.append(saved(spool).oci_state())
+        original(staging)
+
+    monkeypatch.setattr(ContainerStaging, "stage_out", stage_out)
+    return seen
+
+
+def test_the_container_is_running_until_stage_out_has_run(
+    fp, site, spool, bundle, staged, monkeypatch
+) -> None:
+    """A client that acts on `stopped` (podman 4.3's `state`, a script) must not act while
+    the container's files are still being copied back: stage-out sees it running, with
+    the anchor's pid; stopped, with its exit code, comes after."""
+    steps = FakeSteps(fp, str(site.bin), JOB, {})
+    seen = record_stage_out(monkeypatch, spool, steps)
+    fp.register(step_argv(site, bundle), returncode=3)
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    assert staged.handle({"op": "start"}) == {"ok": True}
+    assert staged.stop() == 3
+    (during,) = seen
+    assert (during["status"], during["pid"]) == ("running", os.getpid())
+    assert "exitCode" not in during
+    after = saved(spool).oci_state()
+    assert (after["status"], after["pid"], after["exitCode"]) == ("stopped", 0, 3)
+    assert steps.events == ["squeue: none", "stage-out"]  # its tasks had ended
+
+
+def test_a_step_that_ends_by_itself_is_waited_for_not_cancelled(
+    fp, site, spool, bundle, staged, monkeypatch
+) -> None:
+    """srun has ended with its tasks' status, and Slurm lists the step a moment longer
+    (until slurmstepd reports it complete): stage-out waits for that, without a scancel,
+    which would make the step's accounting record say CANCELLED."""
+    steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"})
+    steps.ends_by_itself(0, listings=2)
+    record_stage_out(monkeypatch, spool, steps)
+    fp.register(step_argv(site, bundle), returncode=0)
+    assert staged.handle({"op": "start"}) == {"ok": True}
+    assert staged.stop() == 0
+    assert steps.events == [f"squeue: {JOB}.0 scrun"] * 2 + ["squeue: none", "stage-out"]
+
+
+def test_tasks_that_outlive_a_killed_srun_are_ended_before_stage_out(
+    fp, site, spool, bundle, staged, monkeypatch
+) -> None:
+    """Asked to stop, the step's srun ignores SIGTERM past step_grace and is killed; the
+    SIGKILL scancel sent never reached the tasks, which Slurm still lists. The step is
+    cancelled in Slurm, and stage-out runs only once Slurm no longer lists it."""
+    site.config.step_grace = 0.2
+    (site.bin / "srun").write_text("#!/bin/sh\ntrap '' TERM\nexec sleep 30\n")
+    steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"}, lingers=1)
+    seen = record_stage_out(monkeypatch, spool, steps)
+    assert staged.handle({"op": "start"}) == {"ok": True}
+    staged.stop_requested = "SIGTERM"  # what `scrun delete` sends
+    assert staged.stop() == 128 + signal.SIGKILL
+    assert steps.events == [
+        f"squeue: {JOB}.0 scrun",
+        f"scancel --signal=9 {JOB}.0",  # the tasks survive it (faked)
+        f"squeue: {JOB}.0 scrun",
+        f"scancel {JOB}.0",  # the step cancelled in Slurm
+        f"squeue: {JOB}.0 scrun",  # its tasks take a moment to end
+        "squeue: none",
+        "stage-out",
+    ]
+    assert seen[0]["status"] == "running"
+    assert saved(spool).status == Status.STOPPED
+
+
+def test_stage_out_is_left_to_delete_while_the_tasks_may_still_run(
+    fp, site, spool, bundle, staged, monkeypatch
+) -> None:
+    """A step Slurm still lists step_grace seconds after its cancel: stage-out is not run
+    (stage.json stays, for `scrun delete` once the job's end has ended the tasks); the
+    job still ends and the container is stopped."""
+    site.config.step_grace = 0.3
+    steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"}, lingers=999)
+    seen = record_stage_out(monkeypatch, spool, steps)
+    fp.register(step_argv(site, bundle), returncode=0)
+    assert staged.handle({"op": "start"}) == {"ok": True}
+    assert staged.stop() == 0
+    assert seen == [] and "stage-out" not in steps.events
+    assert os.path.exists(spool.stage_file)
+    state = saved(spool)
+    assert (state.status, state.job_ended) == (Status.STOPPED, True)
+    assert job_status(site) == "0"
 
 
 def test_kill_before_start_ends_the_container(fp, site, spool, created) -> None:
@@ -451,6 +574,7 @@ def test_serve_starts_a_queued_container_once_granted(
     fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
     fp.register(step_argv(site, bundle), returncode=5, wait=0.2)
     fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    FakeSteps(fp, str(site.bin), JOB, {})
     replies: list[dict[str, object]] = []
     soon(0.2, lambda: replies.append(protocol.request(spool.socket, {"op": "start"})))
     soon(0.6, lambda: (site.bin / "salloc.grant").touch())

@@ -54,8 +54,9 @@ def test_state_is_one_line_of_json_as_slurm_25_05s_scrun_prints_it(root, capsys)
 
     spool = Spool(str(root), "oneline")
     spool.create()
-    state = ContainerState(id="oneline", bundle="/b", rootfs="/b/rootfs", job_id=7, exit_code=3)
-    state.transition(Status.STOPPED)
+    state = ContainerState(
+        id="oneline", bundle="/b", rootfs="/b/rootfs", job_id=7, exit_code=3, status=Status.STOPPED
+    )
     state.save(spool)
     assert main(["--root", str(root), "state", "oneline"]) == 0
     out = capsys.readouterr().out
@@ -473,7 +474,7 @@ def test_delete_of_a_frozen_anchor_ends_its_job_within_the_bound(root, tmp_path,
 
 
 def test_delete_kills_a_stopped_anchor_after_delete_timeout(root, tmp_path, capsys):
-    """A stopped anchor (state T) would be waited for lua_timeout + step_grace + 30 s;
+    """A stopped anchor (state T) would be waited for lua_timeout + 2 step_grace + 30 s;
     after delete_timeout it gets SIGKILL, which ends it, and the delete completes."""
     import signal
     import subprocess

@@ -58,8 +58,8 @@ def status_of(spool: Spool) -> str:
 
 
 def test_paused_is_a_status_between_running_and_stopped():
-    assert TRANSITIONS[Status.RUNNING] == {Status.PAUSED, Status.STOPPED}
-    assert TRANSITIONS[Status.PAUSED] == {Status.RUNNING, Status.STOPPED}
+    assert TRANSITIONS[Status.RUNNING] == {Status.PAUSED, Status.STOPPING}
+    assert TRANSITIONS[Status.PAUSED] == {Status.RUNNING, Status.STOPPING}
     assert Status.PAUSED not in TRANSITIONS[Status.CREATED]
 
 
@@ -100,6 +100,9 @@ def test_pause_in_a_joined_job_leaves_other_exec_steps_alone(fp, site, tmp_path)
         (["resume", "c1"], Status.CREATED, "is created: cannot resume"),
         (["pause", "c1"], Status.STOPPED, "is stopped: cannot pause"),
         (["ps", "c1"], Status.CREATED, "is created: no processes to list"),
+        (["pause", "c1"], Status.STOPPING, "is stopping: cannot pause"),
+        (["exec", "c1", "true"], Status.STOPPING, "is stopping: cannot exec"),
+        (["start", "c1"], Status.STOPPING, "'c1' has already stopped"),
     ],
 )
 def test_commands_refuse_a_container_in_the_wrong_state(
@@ -109,6 +112,14 @@ def test_commands_refuse_a_container_in_the_wrong_state(
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err, err
+
+
+def test_kill_of_a_stopping_container_succeeds_without_asking_its_anchor(site, tmp_path):
+    """Its anchor is ending the container's tasks and staging out, and serves no request
+    (no socket here: a request would fail)."""
+    spool = container(tmp_path, status=Status.STOPPING)
+    assert not os.path.exists(spool.socket)
+    assert main(["kill", "c1", "KILL"]) == 0
 
 
 def test_pause_without_a_running_step_says_so(fp, site, tmp_path, capsys):

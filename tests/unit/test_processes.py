@@ -94,6 +94,42 @@ def test_a_program_that_cannot_start_is_named():
         processes.run(["/nonexistent/x"], {}, 10)
 
 
+@pytest.fixture
+def cancelled_runs_allowed_again():
+    """cancel_running() refuses every later run of this process: undo it after the test."""
+    yield
+    processes.allow_again()
+
+
+def test_a_run_after_cancel_running_is_refused(cancelled_runs_allowed_again):
+    processes.cancel_running()
+    with pytest.raises(processes.CannotRun, match="the container is being removed"):
+        processes.run(["/bin/true"], {}, 10)
+
+
+def test_a_run_started_while_runs_are_cancelled_is_killed_too(
+    monkeypatch, cancelled_runs_allowed_again
+):
+    """The anchor's main thread cancels the runs in flight (the container is removed)
+    between stage-in's worker thread checking that it may run a command and registering
+    the started command: that command is killed as well, not left to run to its end."""
+    import subprocess
+    import threading
+
+    real_popen = subprocess.Popen
+
+    def popen_then_cancel(*args, **kwargs):
+        started = real_popen(*args, **kwargs)
+        canceller = threading.Thread(target=processes.cancel_running)
+        canceller.start()
+        canceller.join(timeout=10)
+        return started
+
+    monkeypatch.setattr(subprocess, "Popen", popen_then_cancel)
+    code, _, _ = processes.run(["/bin/sleep", "30"], {}, 10)
+    assert code == -signal.SIGKILL
+
+
 def test_a_prelude_talks_to_the_child_before_it_is_waited_for():
     def prelude(proc):
         assert proc.stdout.read(6) == b"ready\n"

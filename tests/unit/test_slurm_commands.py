@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_steps import FakeSteps
 from scrunlib.errors import SlurmError
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm
@@ -21,6 +22,7 @@ from scrunlib.slurm_commands import (
     remote_command_argv,
     salloc_argv,
     step_argv,
+    steps_argv,
     tagged_container,
 )
 from scrunlib.slurm_version import parse_version
@@ -178,6 +180,13 @@ def test_cancel_tolerates_finished_jobs(fp, slurm):
         stderr="scancel: error: Kill job error on job id 5: Job/step already completed\n",
     )
     client.cancel(5)
+    fp.register(
+        [f"{bindir}/scancel", "--quiet", "5.0"],
+        returncode=1,
+        stderr="scancel: error: Kill job error on job step id 5.0: Job/step already completing"
+        " or completed\n",
+    )
+    client.cancel(5, step_id=0)
     fp.register(
         [f"{bindir}/scancel", "--quiet", "6"], returncode=1, stderr="scancel: error: boom\n"
     )
@@ -386,3 +395,37 @@ def test_step_and_tag_lookups_take_names_with_spaces(fp, slurm):
         stdout="9.0 train gpt\n9.1 train\n9.2 train gpt x\n",
     )
     assert client.step_ids(9, "train gpt") == [0]
+
+
+def test_end_steps_cancels_and_waits_until_slurm_lists_none(fp, slurm):
+    """A step whose tasks take a while to die stays listed; end_steps cancels it once and
+    returns only when squeue no longer lists it. Steps of other names are left alone."""
+    client, bindir = slurm
+    steps = FakeSteps(fp, bindir, 9, {0: "scrun", 2: "scrun-exec", 3: "lua-command"}, lingers=2)
+    assert client.end_steps(9, ("scrun", "scrun-exec"), timeout=10)
+    assert steps.events == [
+        "squeue: 9.0 scrun\n9.2 scrun-exec\n9.3 lua-command",
+        "scancel 9.0",
+        "scancel 9.2",
+        "squeue: 9.0 scrun\n9.2 scrun-exec\n9.3 lua-command",
+        "squeue: 9.0 scrun\n9.2 scrun-exec\n9.3 lua-command",
+        "squeue: 9.3 lua-command",
+    ]
+
+
+def test_end_steps_says_when_a_step_outlives_its_bound(fp, slurm):
+    client, bindir = slurm
+    FakeSteps(fp, bindir, 9, {0: "scrun"}, lingers=999)
+    started = time.monotonic()
+    assert not client.end_steps(9, ("scrun",), timeout=0.5)
+    assert time.monotonic() - started < 5
+
+
+def test_step_lists_of_an_ended_job_are_empty_and_other_failures_errors(fp, slurm):
+    client, bindir = slurm
+    listing = steps_argv(f"{bindir}/squeue", 9, "%i %j")
+    fp.register(listing, returncode=1, stderr="slurm_load_jobs error: Invalid job id specified\n")
+    assert client.end_steps(9, ("scrun",), timeout=10)  # Slurm 22.05's answer for it
+    fp.register(listing, returncode=1, stderr="squeue: error: Unable to contact slurm controller\n")
+    with pytest.raises(SlurmError, match=r"cannot list the steps of job 9: .*Unable to contact"):
+        client.step_ids(9, "scrun")

@@ -3,13 +3,16 @@ scrun.lua's stage-out with the arguments the anchor would have passed."""
 
 import json
 import os
+import signal
+import subprocess
 
 import pytest
+from fake_steps import FakeSteps
 from scrun_cli.main import main
 from scrunlib.lua.records import StageContext
 from scrunlib.spool import Spool
 from scrunlib.stageout import PendingStageOut
-from scrunlib.state import ContainerState, Status
+from scrunlib.state import ContainerState, Status, process_start_time
 
 RECORDING_SCRIPT = """
 function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
@@ -30,11 +33,18 @@ return slurm.SUCCESS
 
 @pytest.fixture
 def site(tmp_path, monkeypatch):
+    """slurm.conf and scrun.lua in `etc`; Slurm's commands in `bin` (never run: faked)."""
     etc = tmp_path / "etc"
     etc.mkdir()
     (etc / "slurm.conf").write_text("ClusterName=unit\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("squeue", "scancel"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 99\n")
+        (bin_dir / name).chmod(0o755)
     config = tmp_path / "scrun.toml"
-    config.write_text(f'slurm_conf = "{etc / "slurm.conf"}"\n')
+    config.write_text(f'slurm_conf = "{etc / "slurm.conf"}"\nbin_dir = "{bin_dir}"\n')
+    monkeypatch.setattr("scrunlib.slurm.STEP_POLL_SECONDS", 0.01)
     monkeypatch.setenv("SCRUN_SITE_CONFIG", str(config))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     monkeypatch.delenv("SLURM_CONF", raising=False)
@@ -42,8 +52,16 @@ def site(tmp_path, monkeypatch):
     return etc
 
 
-def crashed_container(tmp_path, etc, result="slurm.SUCCESS"):
-    """State of a container whose anchor is gone (pid 0) after stage-in, job already ended."""
+@pytest.fixture
+def steps(fp, tmp_path) -> FakeSteps:
+    """Job 77's steps: none left, unless a test says otherwise."""
+    return FakeSteps(fp, str(tmp_path / "bin"), 77, {})
+
+
+def crashed_container(tmp_path, etc, result="slurm.SUCCESS", **fields):
+    """State of a container whose anchor is gone (pid 0) after stage-in, job already ended
+    (unless `fields` say otherwise)."""
+    fields.setdefault("job_ended", True)
     out = tmp_path / "stage-out-args"
     script = etc / "scrun.lua"
     script.write_text(f"OUT = {json.dumps(str(out))}\nRESULT = {result}\n{RECORDING_SCRIPT}")
@@ -51,7 +69,7 @@ def crashed_container(tmp_path, etc, result="slurm.SUCCESS"):
     spool.create()
     ContainerState(
         "crashed", "/scratch/crashed", "/scratch/crashed/rootfs",
-        status=Status.RUNNING, job_id=77, job_ended=True,
+        status=Status.RUNNING, job_id=77, **fields,
     ).save(spool)  # fmt: skip
     context = StageContext(
         container_id="crashed",
@@ -75,9 +93,10 @@ def crashed_container(tmp_path, etc, result="slurm.SUCCESS"):
     return spool, out
 
 
-def test_delete_stages_out_for_a_dead_anchor(tmp_path, site, capsys):
+def test_delete_stages_out_for_a_dead_anchor(tmp_path, site, steps, capsys):
     spool, out = crashed_container(tmp_path, site)
     assert main(["delete", "crashed"]) == 0
+    assert steps.events == ["squeue: none"]  # its tasks had ended
     assert out.read_text().split("|") == [
         "crashed", "/scratch/crashed", "/home/u/bundle", "/scratch/crashed/rootfs",
         "/home/u/bundle/rootfs", spool.dir_for_scripts, "/home/u/bundle/config.json",
@@ -87,7 +106,7 @@ def test_delete_stages_out_for_a_dead_anchor(tmp_path, site, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_a_failed_stage_out_is_reported_and_the_delete_goes_on(tmp_path, site, capsys):
+def test_a_failed_stage_out_is_reported_and_the_delete_goes_on(tmp_path, site, steps, capsys):
     spool, out = crashed_container(tmp_path, site, result="slurm.ERROR")
     assert main(["delete", "crashed"]) == 0
     assert out.exists()
@@ -96,7 +115,7 @@ def test_a_failed_stage_out_is_reported_and_the_delete_goes_on(tmp_path, site, c
     assert not os.path.isdir(spool.path)
 
 
-def test_a_vanished_script_is_reported_and_the_delete_goes_on(tmp_path, site, capsys):
+def test_a_vanished_script_is_reported_and_the_delete_goes_on(tmp_path, site, steps, capsys):
     spool, _ = crashed_container(tmp_path, site)
     (site / "scrun.lua").unlink()
     assert main(["delete", "crashed"]) == 0
@@ -104,13 +123,53 @@ def test_a_vanished_script_is_reported_and_the_delete_goes_on(tmp_path, site, ca
     assert not os.path.isdir(spool.path)
 
 
-def test_nothing_pending_means_no_lua(tmp_path, site):
+def test_nothing_pending_means_no_lua(tmp_path, site, steps):
     spool, out = crashed_container(tmp_path, site)
     PendingStageOut.clear(spool)
     PendingStageOut.clear(spool)  # idempotent
     assert PendingStageOut.load(spool) is None
     assert main(["delete", "crashed"]) == 0
     assert not out.exists()
+    assert steps.events == []  # and no Slurm command: the job had ended
+
+
+def test_delete_stages_out_only_once_the_dead_anchors_tasks_have_ended(
+    tmp_path, site, fp, monkeypatch
+):
+    """The anchor died while its container ran. Killing its srun (here) does not end the
+    container's tasks on the node: its steps (its own, its exec steps) are cancelled in
+    Slurm, stage-out runs only once squeue lists none of them, then the job is ended."""
+    fp.allow_unregistered(True)
+    srun = subprocess.Popen(["sleep", "60"])  # the step's srun the anchor left
+    spool, out = crashed_container(
+        tmp_path, site, job_ended=False,
+        step_pid=srun.pid, step_start_time=process_start_time(srun.pid),
+    )  # fmt: skip
+    steps = FakeSteps(fp, str(tmp_path / "bin"), 77, {0: "scrun", 1: "scrun-exec", 2: "x"}, 2)
+    original = PendingStageOut.run
+
+    def run(pending: PendingStageOut, site_config: object) -> None:
+        steps.events.append("stage-out")
+        original(pending, site_config)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PendingStageOut, "run", run)
+    try:
+        assert main(["delete", "crashed"]) == 0
+        assert srun.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        srun.kill()
+    listed = "77.0 scrun\n77.1 scrun-exec\n77.2 x"
+    assert steps.events == [
+        f"squeue: {listed}",
+        "scancel 77.0",
+        "scancel 77.1",
+        f"squeue: {listed}",
+        f"squeue: {listed}",
+        "squeue: 77.2 x",
+        "stage-out",
+        "scancel 77",  # the job, last
+    ]
+    assert out.exists() and not os.path.isdir(spool.path)
 
 
 def test_the_record_round_trips(tmp_path, site):
@@ -119,3 +178,19 @@ def test_the_record_round_trips(tmp_path, site):
     assert pending is not None
     assert pending.context.job_env == ("SLURM_JOB_ID=77",)
     assert (pending.bundle, pending.root_path) == ("/scratch/crashed", "/scratch/crashed/rootfs")
+
+
+def test_delete_does_not_stage_out_while_the_tasks_outlive_their_cancel(tmp_path, site, fp, capsys):
+    """A step Slurm still lists step_grace seconds after its cancel: its tasks may still
+    write, so stage-out is not run (one line says so; the staged copy stays where the
+    script put it); the job is still ended and the delete completes."""
+    with (tmp_path / "scrun.toml").open("a") as config:
+        config.write("step_grace = 0.2\n")
+    spool, out = crashed_container(tmp_path, site, job_ended=False)
+    steps = FakeSteps(fp, str(tmp_path / "bin"), 77, {0: "scrun"}, lingers=999)
+    assert main(["delete", "crashed"]) == 0
+    assert not out.exists()  # stage-out did not run
+    assert steps.events[-1] == "scancel 77"  # the job, ended
+    err = capsys.readouterr().err
+    assert "stage-out of container crashed not run: its steps in job 77 still run" in err
+    assert not os.path.isdir(spool.path)

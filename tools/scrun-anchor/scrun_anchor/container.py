@@ -7,11 +7,12 @@ Container.serve(): fetch the job environment (while podman prepares `start`); an
            in the queue, read its reason now and then and say it on the container's
            stderr; notice the step's end, a SIGTERM/SIGINT (what `scrun delete` sends),
            the job's end, or a failed preparation; then stop().
-Container.stop(): end the step (scancel, then SIGTERM → SIGKILL to a stuck srun), record
-           the exit code, end the preparation (a queued job withdrawn, stage-out, the job
-           ended: salloc ends it with the container's exit status; only our steps in a
-           job we joined), remove the socket, return the container's exit code (128+N
-           for signal N).
+Container.stop(): `stopping`; end the step (scancel, then SIGTERM → SIGKILL to a stuck
+           srun; then its steps cancelled in Slurm until none is listed: its tasks have
+           ended), record the exit code, end the preparation (a queued job withdrawn,
+           stage-out once the tasks have ended, the job ended: salloc ends it with the
+           container's exit status; only our steps in a job we joined), `stopped`, remove
+           the socket, return the container's exit code (128+N for signal N).
 Every wait is bounded but the queue's (a pending job waits for as long as Slurm keeps it;
 the anchor sleeps in select() meanwhile, reading the job's reason every `queue_poll`
 seconds). state.json is written at every transition: it is what the other scrun commands read.
@@ -28,7 +29,12 @@ from types import FrameType
 
 from scrunlib import log, nodecheck, procio, protocol
 from scrunlib.errors import ScrunError, SlurmError, StateError
-from scrunlib.slurm_commands import StepCommand, remote_command_argv, step_argv
+from scrunlib.slurm_commands import (
+    StepCommand,
+    container_step_names,
+    remote_command_argv,
+    step_argv,
+)
 from scrunlib.state import Status, process_start_time, shell_exit_code
 
 from scrun_anchor.preparation import FAILED, QUEUED, READY
@@ -37,6 +43,11 @@ from scrun_anchor.teardown import close_server, end_preparation
 
 # srun's status for a step the cgroup OOM killer ended: a plain failure, not 128+9
 SRUN_OUT_OF_MEMORY = 1
+
+# Seconds a step whose srun has ended by itself may stay listed before it is cancelled:
+# Slurm lists it until slurmstepd reports it complete, a moment later; cancelled then, its
+# accounting record would say CANCELLED (and hide an OUT_OF_MEMORY).
+STEP_END_PATIENCE = 2.0
 
 # Signals that do not end a process by default: a container whose step has not started
 # yet ignores them; any other ends it, as it would end its process.
@@ -278,9 +289,16 @@ class Container:
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> int:
+        """End the container, in this order: its step (srun, then its tasks on the nodes,
+        confirmed by Slurm), stage-out, the job; only then is it `stopped` (until then
+        `scrun state` says it runs, and `kill` and `start` no longer ask us)."""
         state = self.state
+        state.transition(Status.STOPPING)
+        state.save(self.spool)
+        tasks_ended = True
         if self.step is not None:
             status = self._end_step(self.step)
+            tasks_ended = self._end_tasks()
             if status == SRUN_OUT_OF_MEMORY and self.slurm.step_ran_out_of_memory(
                 self._job_id(), state.step_name
             ):
@@ -294,9 +312,9 @@ class Container:
             if self._failed_at_launch():
                 self._explain_failed_launch()
         state.exit_code = self.exit_code
+        state.save(self.spool)  # should we die in stage-out, `state` has the exit code
+        end_preparation(self.preparation, self.exit_code, tasks_ended=tasks_ended)
         state.transition(Status.STOPPED)
-        state.save(self.spool)
-        end_preparation(self.preparation, self.exit_code)
         state.save(self.spool)
         close_server(self.server, self.spool)
         log.verbose(f"container {state.id} stopped with exit code {self.exit_code}")
@@ -328,6 +346,27 @@ class Container:
             except subprocess.TimeoutExpired:
                 continue
         return step.wait()
+
+    def _end_tasks(self) -> bool:
+        """Whether the container's tasks have ended on the nodes, as Slurm says once its
+        steps are no longer listed: srun's end does not prove it (a srun killed by the
+        escalation above, or lost, leaves them running). Steps still listed are cancelled
+        (at once when we were asked to stop, else once they outlive STEP_END_PATIENCE) and
+        waited for, `step_grace` seconds at most."""
+        state, job_id = self.state, self._job_id()
+        names = container_step_names(state.step_name, state.existing_job)
+        grace = self.site.step_grace
+        patience = 0.0 if self.stop_requested else min(STEP_END_PATIENCE, grace / 2)
+        try:
+            if self.slurm.end_steps(job_id, names, grace, cancel_after=patience):
+                return True
+            log.error(
+                f"the steps of container {state.id} in job {job_id} still run "
+                f"{self.site.step_grace:g} s after they were cancelled"
+            )
+        except SlurmError as exc:
+            log.error(f"cannot tell whether container {state.id}'s tasks have ended: {exc}")
+        return False
 
     def _report_job_end(self) -> None:
         """Say why, when Slurm (not the container) ended the step: time limit, scancel."""

@@ -52,16 +52,22 @@ def end_job(
         allocation.reap(timeout=REAP_SECONDS)
 
 
-def end_preparation(preparation: Preparation, exit_code: int | None = None) -> None:
+def end_preparation(
+    preparation: Preparation, exit_code: int | None = None, *, tasks_ended: bool = True
+) -> None:
     """Everything a container's preparation holds, undone in reverse: what is in flight
     stopped (a queued job withdrawn), the bundle copy for slurmd removed, stage-out run
     (also after a failed stage-in, so that the script can remove what it staged), the job
-    ended with `exit_code` (None: cancelled)."""
+    ended with `exit_code` (None: cancelled). Stage-out never copies files a task may still
+    write: unless `tasks_ended`, it stays pending (stage.json), for `scrun delete` to run
+    once Slurm has ended the tasks with the job."""
     preparation.abandon()
     state = preparation.state
     if preparation.run_bundle is not None:
         remove_node_copy(preparation.run_bundle, state.bundle)
-    if preparation.staging is not None:
+    if preparation.staging is not None and not tasks_ended:
+        log.error(f"stage-out of container {state.id} left to `scrun delete`: its tasks may run")
+    elif preparation.staging is not None:
         with preparation.clock.phase("stage-out"):
             preparation.staging.stage_out()
     if preparation.allocation is None and not state.existing_job:

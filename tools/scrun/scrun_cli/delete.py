@@ -3,8 +3,9 @@
 Always forced (a running container is stopped first) and idempotent: `--force` on an
 unknown id succeeds, as podman's and containerd's cleanups need. The normal case (the
 anchor has already staged out, ended the job and exited) touches no Slurm command and no
-Lua at all. After an anchor that died first, delete runs scrun.lua's stage-out for it
-(a failure is reported, the delete goes on) and ends its step and job.
+Lua at all. After an anchor that died first, delete ends its step (its srun here, its
+tasks in Slurm, until squeue lists none), runs scrun.lua's stage-out for it (a failure is
+reported, the delete goes on) and ends its job.
 
 An anchor that cannot act (frozen by a cgroup freezer, stopped, or in uninterruptible sleep
 on a hung filesystem) ignores even SIGKILL until it is woken. delete waits for it the site's
@@ -35,6 +36,8 @@ from scrun_cli.context import CommandContext
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from scrunlib.slurm import Slurm
 
 OPTIONS = (
     Opt(
@@ -96,7 +99,8 @@ def stop_anchor(ctx: CommandContext, spool: Spool, state: ContainerState) -> Non
         return
     stuck = process_stuck(pid)
     if stuck is None:
-        longest = ctx.site.lua_timeout + ctx.site.step_grace + 30
+        # its hooks, its srun's end and its tasks' (step_grace each), its job's end
+        longest = ctx.site.lua_timeout + 2 * ctx.site.step_grace + 30
         if wait_gone(pid, start_time, max(longest - bound, 0)):
             return
         log.error(f"anchor {pid} did not stop in {longest:.0f}s; killing it")
@@ -141,25 +145,48 @@ def end_job_of_stuck_anchor(ctx: CommandContext, spool: Spool, stuck: str) -> St
 
 
 def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
-    """After an anchor died without cleaning up: end our step's srun, stage out (while the
-    job still runs, as the anchor would have), end our job."""
+    """After an anchor that did not finish (it died; or it left stage-out pending, its
+    tasks still running): end our step's srun, stage out once the tasks have ended (while
+    the job still runs, as the anchor would have), end our job. The normal case, nothing
+    pending and the job ended, runs no Slurm command."""
     if state.step_pid and process_alive(state.step_pid, state.step_start_time):
         send_signal(state.step_pid, SIGKILL)
-    if os.path.exists(spool.stage_file):
-        from scrunlib.stageout import PendingStageOut  # only on this fault path: lupa
-
-        pending = PendingStageOut.load(spool)
-        if pending is not None:
-            pending.run(ctx.site)
-    if state.job_id is None or state.job_ended:
+    pending = os.path.exists(spool.stage_file)
+    job_left = state.job_id is not None and not state.job_ended
+    if not pending and not job_left:
         return
     from scrunlib.slurm import Slurm  # only on this fault path: subprocess, re, enum (~15 ms)
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
-    slurm.end_container_job(
-        state.job_id, existing_job=state.existing_job, step_name=state.step_name
-    )
-    log.verbose(f"delete: ended job {state.job_id} left by a dead anchor")
+    if pending:
+        stage_out_left(ctx, spool, state, slurm)
+    if state.job_id is not None and job_left:
+        slurm.end_container_job(
+            state.job_id, existing_job=state.existing_job, step_name=state.step_name
+        )
+        log.verbose(f"delete: ended job {state.job_id} left by a dead anchor")
+
+
+def stage_out_left(ctx: CommandContext, spool: Spool, state: ContainerState, slurm: Slurm) -> None:
+    """The stage-out the anchor did not run, once the container's tasks have ended: the
+    srun killed above leaves them running, so its steps are cancelled in Slurm and waited
+    for until none is listed (`step_grace` seconds at most; past that, stage-out is not
+    run: it would copy files a task may still write)."""
+    if state.job_id is not None:
+        from scrunlib.slurm_commands import container_step_names
+
+        names = container_step_names(state.step_name, state.existing_job)
+        if not slurm.end_steps(state.job_id, names, ctx.site.step_grace):
+            log.error(
+                f"stage-out of container {state.id} not run: its steps in job "
+                f"{state.job_id} still run {ctx.site.step_grace:g} s after they were cancelled"
+            )
+            return
+    from scrunlib.stageout import PendingStageOut  # only on this fault path: lupa
+
+    pending = PendingStageOut.load(spool)
+    if pending is not None:
+        pending.run(ctx.site)
 
 
 def delete_container(

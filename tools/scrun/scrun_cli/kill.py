@@ -56,8 +56,9 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     number = parse_signal(rest[0]) if rest else SIGTERM
     spool = ctx.spool(container_id)
     state = ContainerState.load(spool)
-    if state.effective_status() == Status.STOPPED:
-        log.debug(f"kill: container {container_id!r} has already stopped")
+    if state.effective_status() in (Status.STOPPING, Status.STOPPED):
+        # a stopping one's anchor no longer answers: it is ending the container's tasks
+        log.debug(f"kill: container {container_id!r} has already stopped or is stopping")
         return 0
     try:
         protocol.request(

@@ -27,7 +27,7 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     spool = ctx.spool(container_id)
     state = ContainerState.load(spool)
     status = state.effective_status()
-    if status == Status.STOPPED:
+    if status in (Status.STOPPING, Status.STOPPED):
         raise StateError(f"container {container_id!r} has already stopped")
     if status == Status.CREATING:
         raise StateError(f"container {container_id!r} is still being created")

@@ -1,0 +1,224 @@
+"""The container's end, in order, on the real cluster: its tasks end, then stage-out copies
+its files back, then it is `stopped`; and removing a container mid-way leaves nothing.
+
+Each test stages with a shipped layout (docs/scrun-lua: the cluster's own shared scratch,
+and the node-local one, whose copies are on the nodes' own disks), wrapped by hooks that
+let the test look while stage-out runs: `findings`, a directory in the shared dir, gets
+what they saw, read on the node (slurm.remote_command) where the container ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from conftest import REPO, with_cluster_staging, with_staging
+from helpers import copy_out, wait_for
+
+if TYPE_CHECKING:
+    from conftest import Cluster, SiteRuntime
+
+IMAGE = "localhost/busybox"
+MakeSite = Callable[..., "SiteRuntime"]
+
+# stage-out, watched: `began` gets /count as the node shows it when stage-out begins; a
+# second later (time for a task that still ran to write again) and once the test's `go`
+# exists (60 s at most), `ended` gets it again; then the layout's stage-out copies back.
+LOOKING_STAGE_OUT = """
+local findings = %s
+local function exists(path) local f = io.open(path) if f then f:close() end return f ~= nil end
+local function on_node(path)
+  local _, output = slurm.remote_command("cat '" .. path .. "' 2>/dev/null || echo '(none)'")
+  return output
+end
+local function write(name, text)
+  local f = assert(io.open(findings .. "/" .. name .. ".tmp", "w"))
+  f:write(text)
+  f:close()
+  os.rename(findings .. "/" .. name .. ".tmp", findings .. "/" .. name)
+end
+function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
+                              job_env)
+  return cluster_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
+                          job_env)
+end
+function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
+                               config_file, job_id, user_id, group_id)
+  write("began", on_node(root_path .. "/count"))
+  os.execute("sleep 1")
+  local waited = 0
+  while not exists(findings .. "/go") and waited < 600 do
+    os.execute("sleep 0.1")
+    waited = waited + 1
+  end
+  write("ended", on_node(root_path .. "/count"))
+  return cluster_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir,
+                           config_file, job_id, user_id, group_id)
+end
+return slurm.SUCCESS
+"""
+
+# Says it runs, then writes a counter to /count as fast as it can until it is killed: a
+# container that writes until the last moment (each write whole: a rename).
+WRITER = (
+    "echo writing; i=0; while :; do i=$((i+1)); echo $i > /count.new; mv /count.new /count; done"
+)
+
+
+def node_local_staging(cluster: Cluster) -> str:
+    """docs/scrun-lua/node-local.lua, carrying through the cluster's shared dir."""
+    text = (REPO / "docs" / "scrun-lua" / "node-local.lua").read_text()
+    line = 'local scratch = "/scratch"'
+    assert text.count(line) == 1, f"node-local.lua: no {line!r}"
+    return text.replace(line, f'local scratch = "{cluster["SCRUN_SHARED_DIR"]}"')
+
+
+@pytest.fixture
+def findings(cluster: Cluster) -> Iterator[Path]:
+    path = Path(cluster["SCRUN_SHARED_DIR"]) / f"end-order-{uuid.uuid4().hex[:10]}"
+    path.mkdir()
+    path.chmod(0o777)
+    yield path
+    for entry in path.iterdir():
+        entry.unlink()
+    path.rmdir()
+
+
+@pytest.fixture(params=["shared-scratch", "node-local"])
+def looking_site(
+    request: pytest.FixtureRequest, cluster: Cluster, site_runtime: MakeSite, findings: Path
+) -> SiteRuntime:
+    hooks = LOOKING_STAGE_OUT % json.dumps(str(findings))
+    if request.param == "node-local":
+        return site_runtime(with_staging(node_local_staging(cluster), hooks))
+    return site_runtime(with_cluster_staging(cluster, hooks))
+
+
+def writing(site: SiteRuntime, name: str) -> bool:
+    return "writing" in site.podman("logs", name).stdout
+
+
+def state_of(site: SiteRuntime, cid: str) -> dict[str, Any]:
+    done = site.scrun("state", cid)
+    assert done.returncode == 0, done.stderr
+    state: dict[str, Any] = json.loads(done.stdout)
+    return state
+
+
+def login_processes() -> str:
+    done = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def test_state_says_running_until_stage_out_has_run(
+    looking_site: SiteRuntime, findings: Path, no_leftovers: Callable[..., None]
+) -> None:
+    """podman 4.3 (its `state`), scripts and `scrun list` act on `stopped`: while the
+    container's files are being copied back it is still running, with the anchor's pid
+    (tests/unit/test_anchor.py sees `stopped` come after)."""
+    name = f"scrun-end-{uuid.uuid4().hex[:10]}"
+    started = looking_site.podman("run", "-d", "--name", name, IMAGE, "sh", "-c", "exit 3")
+    assert started.returncode == 0, started.stderr
+    cid = started.stdout.strip()
+    try:
+        wait_for("stage-out to begin", lambda: (findings / "began").exists(), 60)
+        during = state_of(looking_site, cid)
+        assert (during["status"], "exitCode" in during) == ("running", False), during
+        assert during["pid"] > 0 and os.path.exists(f"/proc/{during['pid']}"), during
+        listed = json.loads(looking_site.scrun("list", "--format", "json").stdout)
+        assert [entry["status"] for entry in listed if entry["id"] == cid] == ["running"]
+        (findings / "go").touch()  # podman then removes its state: no `stopped` to see
+        waited = looking_site.podman("wait", name, timeout=60)
+        assert (waited.returncode, waited.stdout.strip()) == (0, "3"), waited.stderr
+    finally:
+        (findings / "go").touch()
+        looking_site.podman("rm", "-f", name)
+
+
+def test_stop_brings_back_the_last_write_of_a_container_that_writes_to_its_end(
+    looking_site: SiteRuntime,
+    findings: Path,
+    tmp_path: Path,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """`podman stop` of a container that writes until it is killed: its tasks have ended
+    before stage-out begins (nothing writes while stage-out copies), and what comes back
+    is its last write."""
+    (findings / "go").touch()
+    name = f"scrun-end-{uuid.uuid4().hex[:10]}"
+    started = looking_site.podman("run", "-d", "--name", name, IMAGE, "sh", "-c", WRITER)
+    assert started.returncode == 0, started.stderr
+    try:
+        wait_for("the container to write", lambda: writing(looking_site, name), 60)
+        stopped = looking_site.podman("stop", "-t", "1", name, timeout=120)
+        assert stopped.returncode == 0, stopped.stderr
+        wait_for("stage-out to end", lambda: (findings / "ended").exists(), 60)
+        began, ended = ((findings / which).read_text() for which in ("began", "ended"))
+        assert began.strip().isdigit() and began == ended, (began, ended)
+        copied = copy_out(looking_site.podman, name, "/count", str(tmp_path / "count"))
+        assert copied.returncode == 0, copied.stderr
+        assert (tmp_path / "count").read_text() == ended
+    finally:
+        looking_site.podman("rm", "-f", name)
+
+
+def test_delete_after_a_dead_anchor_stages_out_once_the_tasks_have_ended(
+    looking_site: SiteRuntime,
+    findings: Path,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """The anchor is killed while its container writes: `scrun delete` (podman's cleanup,
+    `podman rm`) kills the srun the anchor left, which does not end the tasks on the node;
+    stage-out waits until Slurm has ended them, so /count stands still while it runs."""
+    (findings / "go").touch()
+    name = f"scrun-end-{uuid.uuid4().hex[:10]}"
+    started = looking_site.podman("run", "-d", "--name", name, IMAGE, "sh", "-c", WRITER)
+    assert started.returncode == 0, started.stderr
+    cid = started.stdout.strip()
+    try:
+        wait_for("the container to write", lambda: writing(looking_site, name), 60)
+        os.kill(state_of(looking_site, cid)["pid"], signal.SIGKILL)
+        removed = looking_site.podman("rm", "-f", "-t", "0", name, timeout=120)
+        assert removed.returncode == 0, removed.stderr
+        wait_for("stage-out to end", lambda: (findings / "ended").exists(), 60)
+        began, ended = ((findings / which).read_text() for which in ("began", "ended"))
+        assert began.strip().isdigit() and began == ended, (began, ended)
+    finally:
+        looking_site.podman("rm", "-f", name)
+
+
+def test_removal_during_stage_in_leaves_nothing(
+    cluster: Cluster, site_runtime: MakeSite, no_leftovers: Callable[..., None]
+) -> None:
+    """`podman rm -f` while stage-in still runs a command (past create_wait): the command
+    is killed, stage-out runs, the job ends; no job, spool directory or anchor is left
+    (no_leftovers), and the removal does not wait for the command."""
+    hooks = (
+        "function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id,"
+        " group_id, job_env)\n"
+        '  slurm.allocator_command("sleep 300")\n'
+        "  return cluster_stage_in(id, bundle, spool_dir, config_file, job_id, user_id,"
+        " group_id, job_env)\nend\n"
+        "function slurm_scrun_stage_out(...) return cluster_stage_out(...) end\n"
+        "return slurm.SUCCESS\n"
+    )
+    site = site_runtime(with_cluster_staging(cluster, hooks), settings={"create_wait": 1})
+    name = f"scrun-end-{uuid.uuid4().hex[:10]}"
+    started = site.podman("run", "-d", "--name", name, IMAGE, "true")
+    assert started.returncode == 0, started.stderr
+    cid = started.stdout.strip()
+    wait_for("stage-in's command", lambda: "sleep 300" in login_processes(), 30)
+    began = time.monotonic()
+    removed = site.podman("rm", "-f", "-t", "0", name, timeout=120)
+    assert removed.returncode == 0, removed.stderr
+    assert time.monotonic() - began < 60, "the removal waited for stage-in's command"
+    assert "sleep 300" not in login_processes()
+    assert site.scrun("state", cid).returncode != 0  # its state is gone

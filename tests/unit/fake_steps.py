@@ -1,0 +1,57 @@
+"""A job's step list as Slurm keeps it, faked with pytest-subprocess for the unit tests of
+the container's end (imported as `fake_steps`: pytest puts this folder on sys.path).
+
+`squeue -h -s -j JOB -o "%i %j"` lists the steps still running. A plain `scancel JOB.N`
+ends step N once squeue has listed it `lingers` more times (its tasks take that long to
+die on the node); `scancel --signal=...` ends nothing (a signal the tasks survive, or
+that never reaches them). `events` says what happened, in order, for a test to check that
+stage-out came only after the steps were gone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scrunlib.slurm_commands import steps_argv
+
+
+class FakeSteps:
+    def __init__(
+        self, fp: Any, bin_dir: str, job_id: int, running: dict[int, str], lingers: int = 0
+    ) -> None:
+        self.job_id, self.running, self.lingers = job_id, dict(running), lingers
+        self.events: list[str] = []
+        self._ending: dict[int, int] = {}  # step -> listings left before it is gone
+        fp.register(
+            steps_argv(f"{bin_dir}/squeue", job_id, "%i %j"), callback=self._list, occurrences=999
+        )
+        fp.register(
+            [f"{bin_dir}/scancel", "--quiet", fp.any()], callback=self._cancel, occurrences=999
+        )
+
+    def ends_by_itself(self, step: int, listings: int) -> None:
+        """Step `step` (its tasks have exited) is listed `listings` more times, then gone."""
+        self._ending[step] = listings
+
+    def listing(self) -> str:
+        return "".join(f"{self.job_id}.{step} {name}\n" for step, name in self.running.items())
+
+    def _list(self, process: Any) -> None:
+        for step, left in list(self._ending.items()):
+            if left <= 0:
+                del self.running[step], self._ending[step]
+            else:
+                self._ending[step] = left - 1
+        self.events.append(f"squeue: {self.listing().strip() or 'none'}")
+        process.stdout.write(self.listing().encode())
+
+    def _cancel(self, process: Any) -> None:
+        *options, target = process.args[2:]
+        self.events.append(f"scancel {' '.join([*options, target])}")
+        job, _, step = target.partition(".")
+        if options or int(job) != self.job_id:
+            return
+        if not step:
+            self.running.clear()  # the whole job
+        elif int(step) in self.running:
+            self._ending.setdefault(int(step), self.lingers)
