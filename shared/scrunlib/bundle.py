@@ -11,14 +11,11 @@ import os
 from scrunlib import leanjson, log
 from scrunlib.errors import InvalidInput, reason
 from scrunlib.files import remove_tree, write_atomically
-from scrunlib.slurm_version import runtime_makes_terminal
 from scrunlib.spool import dir_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-    from scrunlib.slurm_version import SlurmVersion
 
 DEFAULT_OCI_VERSION = "1.0.0"
 
@@ -162,12 +159,6 @@ HOST_PTS_MOUNT = {
     "source": "/dev/pts",
     "options": ["rbind", "nosuid", "noexec"],
 }
-
-
-def sees_node_pts(terminal: bool, version: SlurmVersion) -> bool:
-    """Whether a container gets HOST_PTS_MOUNT: a terminal one, on a Slurm whose runtime
-    does not make the terminal (22.05)."""
-    return terminal and not runtime_makes_terminal(version)
 
 
 def _hooks_for_nodes(hooks: dict[str, Any]) -> dict[str, Any]:

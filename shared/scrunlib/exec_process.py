@@ -23,10 +23,7 @@ container's own /dev/pts, so that `tty` names it: the step's pty (`srun --pty`) 
 node's device, which the container cannot name. The runtime relays between the two: it
 copies the step's window size at the start and, on each SIGWINCH, every resize that srun
 forwards to the step's pty (runc; crun from 1.8.7 on, while crun 1.8.1, Debian 12's, keeps
-the size the process started with). A container that sees the node's /dev/pts (`node_pts`:
-scrunlib.bundle.HOST_PTS_MOUNT, Slurm 22.05's terminal containers) names the step's pty
-itself, and its /dev/ptmx is the node's, closed to a rootless runtime: its process gets
-the step's pty as it is.
+the size the process started with).
 """
 
 from __future__ import annotations
@@ -64,7 +61,7 @@ READY_TENTHS = 100
 class ExecProcess:
     """What runs: args, env, cwd, user and whether it wants a terminal (an OCI `process`)."""
 
-    __slots__ = ("args", "cwd", "env", "node_pts", "terminal", "user")
+    __slots__ = ("args", "cwd", "env", "terminal", "user")
 
     def __init__(
         self,
@@ -77,12 +74,11 @@ class ExecProcess:
     ) -> None:
         self.args, self.env, self.cwd = tuple(args), tuple(env), cwd
         self.user, self.terminal = user, terminal
-        self.node_pts = False  # the container sees the node's /dev/pts (module docstring)
 
     def runtime_options(self) -> list[str]:
         """The options runc and crun `exec` both take for this process (a terminal is the
         runtime's, in the container: see the module docstring)."""
-        options = ["--tty"] if self.terminal and not self.node_pts else []
+        options = ["--tty"] if self.terminal else []
         if self.cwd:
             options += ["--cwd", self.cwd]
         for entry in self.env:

@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 from scrun_cli.main import main
-from scrunlib import bundle, exec_process
+from scrunlib import exec_process
 from scrunlib.errors import InvalidInput, ScrunError
 from scrunlib.slurm_commands import exec_argv
 from scrunlib.spool import Spool
@@ -37,20 +37,6 @@ def test_process_from_podmans_process_json(tmp_path):
     assert process.runtime_options() == [
         "--tty", "--cwd", "/work", "--env", "PATH=/bin", "--env", "A=b c", "--user", "1000:100"
     ]  # fmt: skip
-
-
-def test_a_terminal_is_the_runtimes_unless_the_container_sees_the_nodes_ptys():
-    """Slurm 22.05's terminal containers see the node's /dev/pts (bundle.HOST_PTS_MOUNT):
-    the step's pty has a name there, and the node's ptmx is closed to a rootless runtime."""
-    process = exec_process.ExecProcess(["sh"], terminal=True)
-    assert process.runtime_options() == ["--tty"]
-    process.node_pts = True
-    assert process.runtime_options() == []
-    assert exec_process.ExecProcess(["sh"]).runtime_options() == []
-    assert bundle.sees_node_pts(True, (22, 5, 8))
-    assert not bundle.sees_node_pts(True, (23, 2, 0)) and not bundle.sees_node_pts(
-        False, (22, 5, 8)
-    )
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from scrunlib import bundle as bundles
 from scrunlib import jobenv, log, processes
 from scrunlib.errors import ScrunError, SlurmError
 from scrunlib.slurm import Allocation, Slurm, Submission, cluster_name
-from scrunlib.slurm_version import SlurmVersion
+from scrunlib.slurm_version import SlurmVersion, runtime_makes_terminal
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
 
@@ -201,7 +201,7 @@ class Preparation:
             self.run_bundle = bundles.runnable_by_slurm(
                 state.bundle,
                 bundles.node_copy_dir(state.bundle, state.id),
-                node_pty=bundles.sees_node_pts(self.bundle.terminal, self.version),
+                node_pty=self.bundle.terminal and not runtime_makes_terminal(self.version),
                 # not staged elsewhere: crun's --config file, when given, is what runs
                 config_file=self.bundle.config_file if state.bundle == self.bundle.path else None,
             )

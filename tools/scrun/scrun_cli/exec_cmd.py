@@ -25,8 +25,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from scrunlib.slurm_version import SlurmVersion
-
 OPTIONS = (
     Opt("process", "p", value=True, metavar="FILE", help="the process (OCI JSON) to run"),
     Opt("detach", "d", help="return once it runs (its pid in --pid-file)"),
@@ -73,18 +71,6 @@ def _process(values: dict[str, object], command: list[str]) -> exec_process.Exec
     )
 
 
-def _sees_node_pts(bundle_path: str, version: SlurmVersion) -> bool:
-    """Whether the container sees the node's /dev/pts, as its anchor decided from its
-    bundle (scrunlib.exec_process explains why that matters)."""
-    from scrunlib import bundle
-
-    try:
-        terminal = bundle.load(bundle_path).terminal
-    except InvalidInput:  # not on this host: staged for the nodes, which run it as it is
-        return False
-    return bundle.sees_node_pts(terminal, version)
-
-
 def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     # options end at the container id: what follows is the command and its own options
     values, words = parse(argv, OPTIONS, USAGE, what="exec", stop_at_first_word=True)
@@ -111,8 +97,6 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     if not steps:
         raise StateError(f"container {container_id!r} has no running step: cannot exec")
     node = slurm.step_nodes(state.job_id, steps[0])[0]
-    if process.terminal:
-        process.node_pts = _sees_node_pts(state.bundle, slurm.version())
     template = ctx.site.exec_command or exec_process.default_template(ctx.slurm_conf)
     command_line = exec_process.node_command(
         template,
