@@ -18,12 +18,11 @@ after the step starts.
 Without `exec_command`, one is derived from oci.conf's RunTimeQuery (`<runtime> state
 <name>` becomes `<runtime> exec %o <name>`): runc and crun take the same exec options.
 
-A process with a terminal gets one the runtime makes (`--tty` in %o), inside the
-container's own /dev/pts, so that `tty` names it: the step's pty (`srun --pty`) is the
-node's device, which the container cannot name. The runtime relays between the two: it
-copies the step's window size at the start and, on each SIGWINCH, every resize that srun
-forwards to the step's pty (runc; crun from 1.8.7 on, while crun 1.8.1, Debian 12's, keeps
-the size the process started with).
+A process with a terminal gets the step's (`srun --pty`) as its stdio, never one of the
+runtime's own (no --tty in %o): `crun exec --tty` makes a second pty that never learns a
+new window size, so the process would keep the size it started with; on the step's pty
+slurmstepd applies every resize srun forwards. (Inside the container `tty` cannot name
+that terminal, whose device is the node's; isatty, stty and /dev/tty work.)
 """
 
 from __future__ import annotations
@@ -77,8 +76,8 @@ class ExecProcess:
 
     def runtime_options(self) -> list[str]:
         """The options runc and crun `exec` both take for this process (a terminal is the
-        runtime's, in the container: see the module docstring)."""
-        options = ["--tty"] if self.terminal else []
+        step's: see the module docstring)."""
+        options = []
         if self.cwd:
             options += ["--cwd", self.cwd]
         for entry in self.env:

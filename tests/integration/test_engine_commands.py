@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import users
-from helpers import assert_terminal_session, exec_terminal_resizes, wait_for
+from helpers import assert_terminal_session, wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Docker, Podman
@@ -301,7 +301,7 @@ def test_docker_exec_with_a_terminal_sees_its_size_and_its_changes(
 ) -> None:
     name, _ = docker_container(program="exec sleep 300")
     argv = ["/usr/bin/docker", "--host", docker.host, "exec", "-it", name]
-    assert_terminal_session(argv, docker.env, resizes=exec_terminal_resizes())
+    assert_terminal_session(argv, docker.env)
 
 
 def test_docker_run_with_a_terminal_sees_its_size_and_its_changes(

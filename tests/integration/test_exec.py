@@ -15,12 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from helpers import (
-    assert_terminal_session,
-    exec_terminal_resizes,
-    session_on_terminal,
-    wait_for,
-)
+from helpers import assert_terminal_session, session_on_terminal, wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman
@@ -94,8 +89,7 @@ def test_exec_with_a_terminal_sees_its_size_and_its_changes(
     cluster: Cluster, running: Callable[..., str]
 ) -> None:
     name = running()
-    argv = ["podman", "--runtime", "scrun", "exec", "-it", name]
-    assert_terminal_session(argv, cluster.env, resizes=exec_terminal_resizes())
+    assert_terminal_session(["podman", "--runtime", "scrun", "exec", "-it", name], cluster.env)
 
 
 def test_exec_with_a_terminal_under_script_shows_no_stray_byte(
@@ -114,17 +108,6 @@ def test_exec_with_a_terminal_under_script_shows_no_stray_byte(
         shown = session.stdout.read()  # until the session ends, its stdin still open
         assert session.wait(timeout=60) == 0, shown
     assert shown == b"33 101\r\n", shown
-
-
-def test_exec_with_a_terminal_and_no_input_names_its_terminal(
-    cluster: Cluster, running: Callable[..., str]
-) -> None:
-    """`podman exec -t C tty` (no -i) from a terminal: tty names the process's terminal
-    (the runtime's, in the container's /dev/pts) and exits 0."""
-    argv = ["podman", "--runtime", "scrun", "exec", "-t", running(), "tty"]
-    done = cluster.run(["script", "-qec", shlex.join(argv), "/dev/null"], stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    assert re.fullmatch(r"/dev/pts/\d+\r?\n", done.stdout), (done.stdout, done.stderr)
 
 
 def test_exec_with_a_terminal_ends_with_ctrl_d(

@@ -66,20 +66,15 @@ def test_exit_code_and_stdin(alice: User, clean: None) -> None:
     assert (done.returncode, done.stdout) == (0, "through stdin\n"), done.stderr
 
 
-def test_tty(alice: User, clean: None, name: str) -> None:
-    """`run -t` and `exec -t`: the process's stdin and stdout are a terminal that `tty`
-    names (a rootless runtime makes an exec's in the container's own /dev/pts)."""
-    inner = "[ -t 0 ] && echo IN-TTY; [ -t 1 ] && echo OUT-TTY; tty; echo T-OK"
-    started = alice.podman("run", "-d", "--name", name, IMAGE, "sleep", "300")
-    assert started.returncode == 0, started.stderr
-    for args in (["run", "-t", "--rm", IMAGE], ["exec", "-t", name]):
-        podman = shlex.join(["podman", "--runtime", "scrun", *args, "sh", "-c", inner])
-        done = alice.sh(f"script -qec {shlex.quote(podman)} /dev/null")
-        assert done.returncode == 0, (args, done.stdout, done.stderr)
-        lines = done.stdout.replace("\r", "").splitlines()
-        assert {"IN-TTY", "OUT-TTY", "T-OK"} <= set(lines), (args, lines)
-        assert any(line.startswith("/dev/pts/") for line in lines), (args, lines)
-    assert alice.podman("rm", "-f", "-t", "0", name).returncode == 0
+def test_tty(alice: User, clean: None) -> None:
+    inner = "[ -t 0 ] && echo IN-TTY; [ -t 1 ] && echo OUT-TTY; echo T-OK"
+    podman = shlex.join(
+        ["podman", "--runtime", "scrun", "run", "-t", "--rm", IMAGE, "sh", "-c", inner]
+    )
+    done = alice.sh(f"script -qec {shlex.quote(podman)} /dev/null")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    lines = done.stdout.replace("\r", "").splitlines()
+    assert {"IN-TTY", "OUT-TTY", "T-OK"} <= set(lines), done.stdout
 
 
 def test_detached_job_is_the_users_then_stop_kill_rm(alice: User, name: str, clean: None) -> None:

@@ -33,9 +33,9 @@ def test_process_from_podmans_process_json(tmp_path):
     )
     process = exec_process.load_process(str(path))
     assert process.args == ("sh", "-c", "echo $A")
-    assert process.terminal  # the runtime's, in the container's /dev/pts, so tty names it
+    assert process.terminal  # given by `srun --pty`, not by the runtime's --tty
     assert process.runtime_options() == [
-        "--tty", "--cwd", "/work", "--env", "PATH=/bin", "--env", "A=b c", "--user", "1000:100"
+        "--cwd", "/work", "--env", "PATH=/bin", "--env", "A=b c", "--user", "1000:100"
     ]  # fmt: skip
 
 
