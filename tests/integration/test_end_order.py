@@ -113,9 +113,10 @@ def state_of(site: SiteRuntime, cid: str) -> dict[str, Any]:
     return state
 
 
-def login_processes() -> str:
+def login_processes() -> list[str]:
+    """The command lines of this host's processes (the nodes' included: one pid space)."""
     done = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
-    return done.stdout
+    return done.stdout.splitlines()
 
 
 def test_state_says_running_until_stage_out_has_run(
@@ -200,11 +201,13 @@ def test_removal_during_stage_in_leaves_nothing(
 ) -> None:
     """`podman rm -f` while stage-in still runs a command (past create_wait): the command
     is killed, stage-out runs, the job ends; no job, spool directory or anchor is left
-    (no_leftovers), and the removal does not wait for the command."""
+    (no_leftovers), and the removal does not wait for the command. Its sleep is this test's
+    own (a container's `sleep 300` on a node is in this host's process list too)."""
+    command = f"sleep 300.{uuid.uuid4().int % 10**6:06d}"
     hooks = (
         "function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id,"
         " group_id, job_env)\n"
-        '  slurm.allocator_command("sleep 300")\n'
+        f'  slurm.allocator_command("{command}")\n'
         "  return cluster_stage_in(id, bundle, spool_dir, config_file, job_id, user_id,"
         " group_id, job_env)\nend\n"
         "function slurm_scrun_stage_out(...) return cluster_stage_out(...) end\n"
@@ -215,10 +218,10 @@ def test_removal_during_stage_in_leaves_nothing(
     started = site.podman("run", "-d", "--name", name, IMAGE, "true")
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
-    wait_for("stage-in's command", lambda: "sleep 300" in login_processes(), 30)
+    wait_for("stage-in's command", lambda: command in login_processes(), 30)
     began = time.monotonic()
     removed = site.podman("rm", "-f", "-t", "0", name, timeout=120)
     assert removed.returncode == 0, removed.stderr
     assert time.monotonic() - began < 60, "the removal waited for stage-in's command"
-    assert "sleep 300" not in login_processes()
+    assert command not in login_processes()
     assert site.scrun("state", cid).returncode != 0  # its state is gone
