@@ -102,7 +102,7 @@ def internal_error(exc: Exception, *, traceback: bool) -> ScrunError:
 def _report_bug(exc: Exception) -> None:
     """The traceback of a bug, to stderr, by loguru: `diagnose` writes each frame's values
     beside its line, which is what a bug report needs. Imported only here, by a command
-    that already failed: loguru costs ~80 ms to import (README, "Libraries")."""
+    that already failed: its import cost is the README's ("Libraries")."""
     from loguru import logger
 
     logger.remove()
