@@ -13,21 +13,9 @@ out="$(mktemp -d)"
 shared="$(realpath "$(dirname "$BENCH_BUNDLE")/..")/bench"   # in the shared dir: the nodes see it
 trap 'rm -rf "$out"' EXIT
 
-# a site without scrun.lua (scrun finds scrun.lua beside slurm.conf): the cluster's configs
-# in a dir of their own, named by a site file that a wrapper hands to scrun
+# a site without scrun.lua
 site="$out/site"
-mkdir -p "$site/etc"
-cp "$(dirname "$SLURM_CONF")"/*.conf "$site/etc/"
-cat >"$site/scrun.toml" <<EOF
-slurm_conf = "$site/etc/slurm.conf"
-bin_dir = "$(dirname "$(command -v srun)")"
-EOF
-cat >"$site/scrun" <<EOF
-#!/bin/sh
-SCRUN_SITE_CONFIG=$site/scrun.toml exec $VENV_BIN/scrun "\$@"
-EOF
-chmod 755 "$site/scrun"
-sed "s|^scrun = .*|scrun = [\"$site/scrun\"]|" "$CONTAINERS_CONF" >"$site/containers.conf"
+make_site "$site"
 
 # the runroot too: podman keeps the files it bind-mounts (/run/.containerenv, hosts, ...)
 # there, and remembers its path in the store (at most 50 characters)

@@ -70,3 +70,23 @@ nothing_left() {
   [ "$left" = 0 ] && echo "nothing left behind (spool directories, anchors, jobs)"
   return "$left"
 }
+
+# Make SITE a site of its own for scrun: the cluster's configs (not its scrun.lua) in
+# SITE/etc, named by a site file that the wrapper SITE/scrun hands to scrun (scrun finds
+# scrun.lua beside slurm.conf), and SITE/containers.conf naming that wrapper as podman's
+# `scrun` runtime.
+make_site() {
+  local site="$1"
+  mkdir -p "$site/etc"
+  cp "$(dirname "$SLURM_CONF")"/*.conf "$site/etc/"
+  cat >"$site/scrun.toml" <<EOF
+slurm_conf = "$site/etc/slurm.conf"
+bin_dir = "$(dirname "$(command -v srun)")"
+EOF
+  cat >"$site/scrun" <<EOF
+#!/bin/sh
+SCRUN_SITE_CONFIG=$site/scrun.toml exec $VENV_BIN/scrun "\$@"
+EOF
+  chmod 755 "$site/scrun"
+  sed "s|^scrun = .*|scrun = [\"$site/scrun\"]|" "$CONTAINERS_CONF" >"$site/containers.conf"
+}
