@@ -352,10 +352,13 @@ end
 
 -- A shell command that copies the root filesystem `from` back to `to` when the container
 -- changed anything in it after the mark `from.since` (or the mark is missing): most
--- containers write nothing there, and then nothing has to be compared. A failure sets
--- `failed`.
+-- containers write nothing there, and then nothing has to be compared. Where file times
+-- are whole seconds (the mark's are), a write in the mark's second would look older than
+-- it: there it is always copied back. A failure sets `failed`.
 local function root_back_command(from, to)
-	return "if ! changed=$(find " .. quote(from) .. " -cnewer " .. quote(from .. ".since") .. " -print -quit 2>&1) || [ -n \"$changed\" ]; then\n"
+	local mark = quote(from .. ".since")
+	return "if ! changed=$(find " .. quote(from) .. " -cnewer " .. mark .. " -print -quit 2>&1) || [ -n \"$changed\" ]"
+		.. " || ! since=$(stat -c %y -- " .. mark .. ") || [ \"${since#*.000000000}\" != \"$since\" ]; then\n"
 		.. "\tout=$(rsync -a --numeric-ids --delete -- " .. quote(from .. "/") .. " " .. quote(to .. "/") .. " 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end

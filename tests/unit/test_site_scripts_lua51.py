@@ -301,3 +301,19 @@ def test_two_containers_of_one_bind_mount_keep_each_others_writes(
     assert site.stage_out("a", str(first)) == 0, site.slurm.errors
     assert site.stage_out("b", str(second)) == 0, site.slurm.errors
     assert sorted(p.name for p in site.data.iterdir()) == ["a", "b", "sub"]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_what_the_container_left_alone_is_not_copied_back(tmp_path: Path, name: str) -> None:
+    """A container that wrote nothing in its root and bind mounts: stage-out compares
+    nothing and copies nothing back (a file put in podman's copy meanwhile, which a copy
+    back of the whole tree with --delete would remove, stays; so does the bind mount's own
+    newer content)."""
+    site = Site(tmp_path, name)
+    assert site.stage_in() == 0, site.slurm.errors
+    (site.bundle / "rootfs" / "copied-in").write_text("podman cp\n")
+    (site.data / "old").write_text("newer, by someone else\n")
+    assert site.stage_out() == 0, site.slurm.errors
+    assert (site.bundle / "rootfs" / "copied-in").read_text() == "podman cp\n"
+    assert (site.data / "old").read_text() == "newer, by someone else\n"
+    assert site.leftovers() == site.users_dirs
