@@ -407,7 +407,7 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	-- (the copy is new here: the marks of the root filesystem and of each bind mount's copy
 	-- are touched again after it)
 	local copy = private_dir_command(node_local, here, true)
-		.. "\ncp -a -- " .. quote(carry .. "/.") .. " " .. quote(here .. "/")
+		.. "\n" .. copy_command .. " " .. quote(carry .. "/.") .. " " .. quote(here .. "/")
 		.. " && set -- " .. quote(here .. "/mounts") .. "/*.since && { [ -e \"$1\" ] || set --; }"
 		.. " && touch -- " .. quote(here .. "/rootfs.since") .. " \"$@\""
 	if not run_on_nodes("copying the container", copy) then
