@@ -317,3 +317,19 @@ def test_what_the_container_left_alone_is_not_copied_back(tmp_path: Path, name: 
     assert (site.bundle / "rootfs" / "copied-in").read_text() == "podman cp\n"
     assert (site.data / "old").read_text() == "newer, by someone else\n"
     assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_deletion_alone_goes_back(tmp_path: Path, name: str) -> None:
+    """A container that only deletes, at the top of a bind mount and in its root
+    filesystem: the deletions are what changed, and they go back."""
+    site = Site(tmp_path, name)
+    (site.bundle / "rootfs" / "gone").write_text("x\n")
+    assert site.stage_in() == 0, site.slurm.errors
+    staged = Path(site.slurm.bundle)
+    (staged / "mounts" / "5" / "old").unlink()
+    (staged / "rootfs" / "gone").unlink()
+    assert site.stage_out() == 0, site.slurm.errors
+    assert not (site.data / "old").exists()
+    assert not (site.bundle / "rootfs" / "gone").exists()
+    assert (site.data / "sub").is_dir()
