@@ -14,11 +14,12 @@
 -- hooks (the engine's own programs for the login host) and its cgroup path (the engine's
 -- cgroup on the login host; Slurm places the step on the node). Bind-mount sources under
 -- `shared_sources` (the homes, the scratch) are left alone: the nodes see them.
--- Stage-out copies what the container wrote on its first node back: into podman's or
--- docker's copy of the root filesystem, and into every bind mount it carried that is not
--- read-only: what the container changed there (not its whole copy: what others wrote
--- meanwhile stays), deletions included (what it wrote to `-v /data:/data` is in /data on the
--- login host afterwards). Then it removes the copies, on the nodes and in the scratch.
+-- Stage-out copies what the container wrote on its first node back (only what changed is
+-- sent): into podman's or docker's copy of the root filesystem, and into every bind mount
+-- it carried that is not read-only: what the container changed there (not its whole copy:
+-- what others wrote meanwhile stays), deletions included (what it wrote to `-v /data:/data`
+-- is in /data on the login host afterwards). Then it removes the copies, on the nodes and
+-- in the scratch.
 -- Every directory on the way to <scratch>/<uid>/scrun/<id> and, on each node, to
 -- <node_local>/scrun-<uid>/<id> must be the user's or root's and writable by no one else
 -- (root's sticky directories, like /tmp, excepted): no other user can plant, swap or read

@@ -13,11 +13,12 @@
 -- places the step on the node). Nothing else in the config changes: the container runs as
 -- podman or docker made it. Bind-mount sources under `shared_sources` (the homes, the
 -- scratch itself) are left alone: the nodes see them.
--- Stage-out copies the root filesystem back (what the container wrote shows up in podman's
--- or docker's copy, e.g. for `podman commit` or `podman cp`), and every bind mount it carried
--- that is not read-only: what the container changed there (not its whole copy: what others
--- wrote meanwhile stays), deletions included; what it wrote to `-v /data:/data` is in /data
--- on the login host afterwards. Then it removes the staged copy.
+-- Stage-out copies the root filesystem back when the container changed anything there (what
+-- it wrote shows up in podman's or docker's copy, e.g. for `podman commit` or `podman cp`),
+-- and every bind mount it carried that is not read-only: what the container changed there
+-- (not its whole copy: what others wrote meanwhile stays), deletions included; what it
+-- wrote to `-v /data:/data` is in /data on the login host afterwards. Then it removes the
+-- staged copy.
 -- Every directory on the way to <scratch>/<uid>/scrun/<id> must be the user's or root's and
 -- writable by no one else (root's sticky directories, like a 1777 /scratch, excepted): no
 -- other user can plant, swap or read what is staged for this one.
