@@ -228,8 +228,15 @@ local function inner_scratch(source)
 end
 
 -- Copies a tree or a file as `rsync -a --numeric-ids` would (hard links kept too), in one
--- process: a local rsync takes ~45 ms to start its three, for a file as for a tree.
-local copy_command = "cp -RP --preserve=mode,ownership,timestamps,links --"
+-- process: a local rsync takes ~45 ms to start its three, for a file as for a tree. As
+-- rsync, it keeps the owners only when run by root (keep_command sets $keep): a user's
+-- copy is the user's, which a rootless engine's --userns=keep-id container needs on the
+-- node (its root directory is its root's, mode 0700, in the engine's storage).
+local copy_command = "cp -RP --preserve=$keep --"
+local keep_command = [[
+keep=mode,timestamps,links
+[ "$(id -u)" != 0 ] || keep=$keep,ownership
+]]
 
 -- A shell command that runs a step (`try WHAT COMMAND...`): on failure it prints WHAT, the
 -- exit status and the command's own words on one line, and exits with that status.
@@ -309,7 +316,7 @@ local function stage_command(rootfs, dir, mounts)
 	if #mounts > 0 then
 		mkdir = "mkdir -m 700 -- " .. quote(dir .. "/mounts") .. " || exit 1\n"
 	end
-	return private_dir_command(scratch, dir, true) .. "\n" .. try_command
+	return private_dir_command(scratch, dir, true) .. "\n" .. keep_command .. try_command
 		.. "try 'copying the root filesystem' " .. copy_command .. " " .. quote(rootfs .. "/.") .. " " .. quote(dir .. "/rootfs") .. "\n"
 		.. mkdir .. carry_in_command(mounts, carry_limit_mib * 1024, dir .. "/rootfs.since")
 end
@@ -341,7 +348,9 @@ local function carry_back_command(copy, source)
 	return "if [ ! -f " .. changed .. " ] || [ -s " .. changed .. " ]; then (copy=" .. quote(copy) .. " source=" .. quote(source) .. "\n" .. [[
 if [ ! -f "$copy.changed" ]; then echo "no list of what the container changed in $copy"; exit 1; fi
 if [ -f "$copy" ] && [ ! -L "$copy" ]; then
-	exec cp -P --preserve=mode,ownership,timestamps -- "$copy" "$source"
+	keep=mode,timestamps
+	[ "$(id -u)" != 0 ] || keep=$keep,ownership
+	exec cp -P --preserve=$keep -- "$copy" "$source"
 elif [ ! -d "$copy" ] || [ -L "$copy" ]; then
 	exec rsync -a --numeric-ids --inplace -- "$copy" "$source"
 fi
@@ -408,7 +417,7 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	-- (the copy is new here: the marks of the root filesystem and of each bind mount's copy
 	-- are touched again after it)
 	local copy = private_dir_command(node_local, here, true)
-		.. "\n" .. copy_command .. " " .. quote(carry .. "/.") .. " " .. quote(here .. "/")
+		.. "\n" .. keep_command .. copy_command .. " " .. quote(carry .. "/.") .. " " .. quote(here .. "/")
 		.. " && set -- " .. quote(here .. "/mounts") .. "/*.since && { [ -e \"$1\" ] || set --; }"
 		.. " && touch -- " .. quote(here .. "/rootfs.since") .. " \"$@\""
 	if not run_on_nodes("copying the container", copy) then
