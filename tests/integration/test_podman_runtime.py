@@ -220,13 +220,14 @@ def test_stderr_stays_separate(podman: Podman, no_leftovers: Callable[..., None]
 
 
 def test_tty_under_a_pty(cluster: Cluster, no_leftovers: Callable[..., None]) -> None:
-    """`podman run -t` from a terminal: the container's stdin and stdout are a terminal.
+    """`podman run -t` from a terminal: the container's stdin and stdout are a terminal,
+    which `tty` names.
 
     Slurm 22.05 forces process.terminal=false in the container's own config, but
-    `srun --pty` hands the task a pty. busybox `tty` prints "not a tty" even so: the pty is
-    the node's (/dev/pts/N of the host devpts) while the container mounts a new devpts
-    instance, so ttyname() cannot find the name. isatty() is what programs rely on."""
-    inner = "[ -t 0 ] && echo IN-TTY; [ -t 1 ] && echo OUT-TTY; echo T-OK"
+    `srun --pty` hands the task a pty, the node's (/dev/pts/N of the host devpts): scrun
+    binds the node's /dev/pts into a terminal container there so that ttyname() finds it.
+    From 23.02 the runtime makes the pty, in the container's own /dev/pts."""
+    inner = "[ -t 0 ] && echo IN-TTY; [ -t 1 ] && echo OUT-TTY; tty; echo T-OK"
     podman_argv = ["podman", *RUNTIME, "run", "-t", "--rm", IMAGE, "sh", "-c", inner]
     done = cluster.run(
         ["script", "-qec", shlex.join(podman_argv), "/dev/null"],
@@ -238,6 +239,7 @@ def test_tty_under_a_pty(cluster: Cluster, no_leftovers: Callable[..., None]) ->
     assert "T-OK" in lines, done.stdout
     assert "IN-TTY" in lines, done.stdout
     assert "OUT-TTY" in lines, done.stdout
+    assert any(re.fullmatch(r"/dev/pts/\d+", line) for line in lines), done.stdout
 
 
 # ----------------------------------------------------------------------------- signals

@@ -67,7 +67,9 @@ def test_exit_code_and_stdin(alice: User, clean: None) -> None:
 
 
 def test_tty(alice: User, clean: None) -> None:
-    inner = "[ -t 0 ] && echo IN-TTY; [ -t 1 ] && echo OUT-TTY; echo T-OK"
+    """`run -t` as a user (rootless runtime on the node): the container's stdin and stdout
+    are a terminal that `tty` names (see test_podman_runtime.py::test_tty_under_a_pty)."""
+    inner = "[ -t 0 ] && echo IN-TTY; [ -t 1 ] && echo OUT-TTY; tty; echo T-OK"
     podman = shlex.join(
         ["podman", "--runtime", "scrun", "run", "-t", "--rm", IMAGE, "sh", "-c", inner]
     )
@@ -75,6 +77,7 @@ def test_tty(alice: User, clean: None) -> None:
     assert done.returncode == 0, (done.stdout, done.stderr)
     lines = done.stdout.replace("\r", "").splitlines()
     assert {"IN-TTY", "OUT-TTY", "T-OK"} <= set(lines), done.stdout
+    assert any(re.fullmatch(r"/dev/pts/\d+", line) for line in lines), done.stdout
 
 
 def test_detached_job_is_the_users_then_stop_kill_rm(alice: User, name: str, clean: None) -> None:
