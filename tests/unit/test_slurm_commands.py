@@ -316,8 +316,8 @@ def test_in_a_rootless_namespace_every_command_runs_as_the_real_user(fp, slurm, 
     fp.register([*as_user, f"{bindir}/scancel", "--quiet", "8"])
     fp.register([*as_user, f"{bindir}/srun", "--jobid", "8"])
     client.cancel(8)
-    step = client.popen([f"{bindir}/srun", "--jobid", "8"], env={})
-    step.wait()
+    step = client.start([f"{bindir}/srun", "--jobid", "8"], env={})
+    step.wait_ended()
     assert all(os.path.basename(call[0]) == "unshare" for call in fp.calls)
     # salloc is spawned without subprocess (scrunlib.processes): its command line is checked here
     spawned = []

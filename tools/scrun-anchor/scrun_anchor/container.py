@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import select
 import signal
-import subprocess
 import time
 from types import FrameType
 
@@ -57,6 +56,8 @@ TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
 if TYPE_CHECKING:
     from typing import Any
 
+    from scrunlib.processes import Child
+
     from scrun_anchor.created import Created
 
 
@@ -80,7 +81,7 @@ class Container:
             notice_delay=self.site.pending_notice,
             poll=self.site.queue_poll,
         )
-        self.step: subprocess.Popen[bytes] | None = None
+        self.step: Child | None = None
         self.step_started = 0.0  # time.monotonic() when the step was started
         self.stop_requested: str | None = None
         self.exit_code = 0
@@ -248,7 +249,7 @@ class Container:
         log.verbose(f"starting step: {' '.join(argv)}")
         if self.pty_slave is not None:
             argv = procio.when_sized(argv)
-        self.step = self.slurm.popen(argv, env, **procio.srun_stdio(self.pty_slave))
+        self.step = self.slurm.start(argv, env, **procio.srun_stdio(self.pty_slave))
         self.step_started = time.monotonic()
         if self.pty_slave is not None:
             os.close(self.pty_slave)
@@ -326,7 +327,7 @@ class Container:
         step ran)."""
         return self.state.job_id or 0
 
-    def _end_step(self, step: subprocess.Popen[bytes]) -> int:
+    def _end_step(self, step: Child) -> int:
         """Wait for the step's srun and return its status: cancel the step first if we are
         asked to stop, and escalate SIGTERM → SIGKILL if srun does not go away in time."""
         status = step.poll()
@@ -337,15 +338,17 @@ class Container:
                 self._signal_step(signal.SIGKILL)
             except SlurmError as exc:
                 log.error(str(exc))
-        for escalation in (None, signal.SIGTERM, signal.SIGKILL):
-            if escalation is not None:
-                log.error(f"srun {step.pid} still running; sending {escalation.name}")
-                step.send_signal(escalation)
-            try:
-                return step.wait(timeout=self.site.step_grace)
-            except subprocess.TimeoutExpired:
-                continue
-        return step.wait()
+
+        def escalating(signum: int) -> None:
+            log.error(f"srun {step.pid} still running; sending {signal.Signals(signum).name}")
+
+        # srun shares our process group (it leads one only with a terminal): it alone
+        return step.end(
+            self.site.step_grace,
+            (signal.SIGTERM, signal.SIGKILL),
+            group=False,
+            escalating=escalating,
+        )
 
     def _end_tasks(self) -> bool:
         """Whether the container's tasks have ended on the nodes, as Slurm says once its

@@ -15,6 +15,7 @@ from scrunlib import bundle as bundles
 from scrunlib.errors import InvalidInput, ScrunError
 from scrunlib.launch import Launch, read_report
 from scrunlib.options import Opt, one_id, parse, usage_text
+from scrunlib.processes import Child, fork
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
 from scrunlib.userns import real_ids
@@ -25,7 +26,7 @@ from scrun_cli.context import CommandContext
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any, NoReturn
+    from typing import Any
 
 OPTIONS = (
     Opt("bundle", "b", value=True, metavar="DIR", help="bundle (default: the current directory)"),
@@ -59,9 +60,9 @@ def create_container(
     values: dict[str, Any],
     *,
     foreground: bool = False,
-) -> int:
+) -> Child:
     """Everything `create` does, with the OPTIONS values `create` and `run` share; returns
-    the anchor's pid once the container is created. No --bundle means the current directory
+    the anchor (our child) once the container is created. No --bundle means the current directory
     (scrun.lua is told it was not given). `foreground`: `scrun run` waits for the container,
     so with a terminal and no console socket the caller's terminal (stdin) becomes the
     container's, as crun does."""
@@ -114,7 +115,7 @@ def _launch_anchor(
     pid_file: str | None,
     console_socket: str | None,
     config_file: str | None,
-) -> int:
+) -> Child:
     read_end, write_end = os.pipe()
     argv = Launch(
         root=spool.root,
@@ -128,34 +129,22 @@ def _launch_anchor(
         console_socket=os.path.abspath(console_socket) if console_socket else None,
         slurm_conf=ctx.slurm_conf_option,
     ).argv()
-    pid = os.fork()
-    if pid == 0:  # the anchor: keeps our stdio, which is the container's
+
+    def anchor() -> int:  # keeps our stdio, which is the container's
         os.close(read_end)
-        _become_anchor(argv)
+        from scrun_anchor.main import main as anchor_main
+
+        return anchor_main(argv)
+
+    child = fork(anchor)
     os.close(write_end)
     report = read_report(read_end)
     if report.created:
-        return pid
-    _, status = os.waitpid(pid, 0)
+        return child
+    code = child.wait_ended()
     if report.error:
         raise ScrunError(report.error)
-    code = os.waitstatus_to_exitcode(status)
     raise ScrunError(f"the container's anchor failed before reporting (status {code})")
-
-
-def _become_anchor(options: list[str]) -> NoReturn:
-    """Run the anchor in this forked child, never returning into `create`: no second
-    interpreter start, and what `create` has imported is already there (~20 ms per create)."""
-    code = 127
-    try:
-        from scrun_anchor.main import main as anchor_main
-
-        code = anchor_main(options)
-    except BaseException:  # the anchor's last resort: its traceback goes to its anchor.log
-        import traceback
-
-        traceback.print_exc()
-    os._exit(code)
 
 
 def run(ctx: CommandContext, argv: Sequence[str]) -> int:
