@@ -7,11 +7,9 @@ in every process, goes through `format_line` to the outputs that admit it.
 
 The engine is this module, not loguru: loguru would only carry lines to these same outputs,
 whose formats are fixed by their readers (runc's JSON log for podman and containerd, syslog,
-the text of the anchor's log), and importing it takes longer than a whole `scrun state`.
-Measured on the test machine (Python 3.11, loguru 0.7.3, median of 15 runs): a bare
-interpreter starts in 10.7 ms, one that imports loguru in 93.6 ms (+83 ms: asyncio, ...),
-one that imports this module in 11.6 ms; `-X importtime` puts loguru at 57-91 ms cumulative.
-At debug level every create and its anchor would pay that, and so would `scrun state`.
+the text of the anchor's log), and importing it takes longer than a whole `scrun state` (the
+figures: tools/lint-tree/lint_tree/hotpath.py). At debug level every
+create and its anchor would pay that, and so would `scrun state`.
 """
 
 from __future__ import annotations

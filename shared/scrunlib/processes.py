@@ -13,11 +13,11 @@ The entries, by what the caller does with the child:
 - `run`: run to completion, capture the output (Slurm's queries and cancels, scrun.lua's
   commands);
 - `start`: a long-lived child with the caller's stdio (the container's step, `scrun exec`);
-- `spawn`: the one child `scrun create` waits for, salloc, without the subprocess module:
-  `import subprocess` brings locale, re, threading, selectors, signal and enum, ~9 ms of
-  every create on that path. os.posix_spawn starts the program, the child's pidfd tells
-  when it has ended, waitpid reaps it. `pid_ends_within` is that pidfd wait for any process
-  (`scrun delete` waits so for an anchor, conmon's child);
+- `spawn`: the one child `scrun create` waits for, salloc, without the subprocess module,
+  which create's path does without (lint_tree/hotpath.py). os.posix_spawn starts the
+  program, the child's pidfd tells when it has ended, waitpid reaps it. `pid_ends_within`
+  is that pidfd wait for any process (`scrun delete` waits so for an anchor, conmon's
+  child);
 - `fork`: `scrun create`'s anchor, a copy of this process running a function.
 Each returns a Child (`run` excepted), with one idiom to wait for it, signal it and end it.
 No other module starts or waits for a process (lint_tree's children rule, `make lint`).
@@ -25,9 +25,7 @@ Where subprocess is used it is imported in the function that needs it.
 
 plumbum is not used to run anything: the command lines are built as plain argument lists
 (scrunlib.slurm_commands), which it would only pass through, and importing it costs more
-than the commands it would run: measured on the test machine (Python 3.11, median of 15),
-a bare interpreter starts in 10.3 ms, one that imports subprocess in 18.9 ms, one that
-imports plumbum in 72.5 ms (`-X importtime`: 58-72 ms cumulative).
+than the commands it would run (lint_tree/hotpath.py).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ whose uid (SO_PEERCRED) is its own or root's. Requests: `{"op": "start"}`,
 `{"ok": false, "error": "<message>"}`.
 
 The client side (`request`, for `scrun start` and `kill`) uses the interpreter's `_socket`
-and scrunlib.leanjson: the socket module imports enum and selectors, json imports re (~5 ms
-together on a 10 ms command). The anchor's server side has the socket module anyway.
+and scrunlib.leanjson: the socket module imports enum and selectors, json imports re (their
+cost: tools/lint-tree/lint_tree/hotpath.py). The anchor's server side has the socket module
+anyway.
 """
 
 from __future__ import annotations

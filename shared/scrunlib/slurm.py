@@ -301,7 +301,7 @@ class Slurm:
         program = self.path("salloc")
         argv = as_real_user(salloc_argv(program, job_name, container_id, options, self.version()))
         # salloc's own lines (its job id while pending, its errors): a memory file, which
-        # salloc can write to however long nobody reads (tempfile costs ~5 ms of imports)
+        # salloc can write to however long nobody reads (tempfile is off create's path)
         messages = os.memfd_create("salloc-messages")
         salloc_stdin, holder_input = os.pipe()
         answer, salloc_stdout = os.pipe()

@@ -243,7 +243,8 @@ def test_a_hung_command_is_killed_and_reported(hung_slurm, name, call):
 
 def test_no_slurm_command_imports_plumbum(tmp_path):
     """srun --version, salloc, scontrol, scancel and squeue: most sit on the paths podman and
-    docker wait for (create, kill, stop), and the anchor must not carry plumbum's ~13 MB."""
+    docker wait for (create, kill, stop), and the anchor must not carry plumbum's memory
+    (lint_tree/hotpath.py)."""
     fakes = {
         "srun": "echo slurm 22.05.8",
         # runs the job holder after `--` in job 7, as salloc does

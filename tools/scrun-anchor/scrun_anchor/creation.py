@@ -10,9 +10,9 @@ before `created` undoes what was done before reporting.
 
 This phase imports only what it needs, which is little: os, scrun's own modules, and the
 interpreter's built-in `_signal` and `_socket` (scrunlib.signals, the raw socket of
-scrunlib.protocol). What serving the container needs
-(scrun_anchor.container: subprocess, selectors, signal, socket: ~10 ms) is imported while
-salloc waits for slurmctld, and the job's record (scontrol) is fetched once `created` is
+scrunlib.protocol). What serving the container needs (scrun_anchor.container: subprocess,
+selectors, signal, socket; their cost: lint_tree/hotpath.py) is imported while salloc
+waits for slurmctld, and the job's record (scontrol) is fetched once `created` is
 reported, while podman prepares `start`, unless stage-in needs it first.
 """
 
@@ -37,7 +37,7 @@ from scrun_anchor.preparation import FAILED, QUEUED, READY, Preparation, require
 from scrun_anchor.staging import load_stager
 from scrun_anchor.teardown import close_server, end_preparation
 
-TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
+TYPE_CHECKING = False  # typing is off the anchor's path (lint_tree/hotpath.py)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
@@ -270,7 +270,7 @@ class Creation:
 
 def _readable(fd: int, timeout: float) -> bool:
     """Whether `fd` becomes readable within `timeout` seconds."""
-    import select  # built into the interpreter's library, ~0.1 ms
+    import select  # built into the interpreter's library: next to nothing
 
     poller = select.poll()
     poller.register(fd, select.POLLIN)

@@ -144,7 +144,7 @@ def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) 
     job_left = state.job_id is not None and not state.job_ended
     if not pending and not job_left:
         return
-    from scrunlib.slurm import Slurm  # only on this fault path: subprocess, re, enum (~15 ms)
+    from scrunlib.slurm import Slurm  # only on this fault path (lint_tree/hotpath.py)
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
     if pending:
@@ -200,7 +200,7 @@ def delete_container(
 def delete_matching(ctx: CommandContext, pattern: str, *, force: bool) -> int:
     """Delete every container whose id `pattern` matches; each failure is reported in its
     own line and the others are still deleted. Exits with the last failure's code."""
-    import re  # only for --regex (~2 ms)
+    import re  # only for --regex (lint_tree/hotpath.py)
 
     from scrun_cli.list import containers
 
