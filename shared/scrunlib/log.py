@@ -100,18 +100,6 @@ class LogSettings:
                 settings.file = max(level, FATAL)
         return settings
 
-    def as_args(self) -> list[str]:
-        """Command-line form, so a child tool (the anchor) logs exactly like its parent."""
-        args = [
-            f"--stderr-level={self.stderr}",
-            f"--syslog-level={self.syslog}",
-            f"--file-level={self.file}",
-            f"--log-format={self.log_format}",
-        ]
-        if self.log_file:
-            args.append(f"--log={self.log_file}")
-        return args
-
     @property
     def threshold(self) -> int:
         levels = [self.stderr, self.syslog]
@@ -136,17 +124,27 @@ _outputs: list[Output] | None = None  # made from _settings on the first line wr
 
 
 def configure(settings: LogSettings) -> None:
-    """Install `settings`. The --log file is created at once: clients expect it to exist."""
+    """Install `settings`, once per process. The --log file is created at once: clients
+    expect it to exist."""
     global _settings, _outputs
     _settings = settings
     _outputs = None
     if settings.log_file:
-        try:
-            with open(settings.log_file, "a", encoding="utf-8"):
-                pass
-        except OSError as exc:
-            _settings.log_file = None
-            raise InvalidInput(f"cannot open log file {settings.log_file}: {reason(exc)}") from exc
+        open_log_file(settings.log_file)
+
+
+def open_log_file(path: str) -> None:
+    """Turn on the --log file output, at the level the settings give it (the anchor, once
+    `created` is reported), creating the file."""
+    global _outputs
+    _settings.log_file = None
+    _outputs = None
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise InvalidInput(f"cannot open log file {path}: {reason(exc)}") from exc
+    _settings.log_file = path
 
 
 def settings() -> LogSettings:

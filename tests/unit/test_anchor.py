@@ -11,6 +11,7 @@ import os
 import select
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,8 +20,11 @@ from fake_steps import FakeSteps
 from scrun_anchor.container import Container
 from scrun_anchor.creation import Creation
 from scrun_anchor.staging import ContainerStaging
+from scrunlib import bundle as bundles
 from scrunlib import protocol
 from scrunlib.errors import InvalidInput, LuaError, SlurmError
+from scrunlib.launch import Launch, anchor_logging
+from scrunlib.log import LogSettings
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status
@@ -80,16 +84,15 @@ def spool(tmp_path: Path, bundle: Path) -> Spool:
 
 def creation(site: Site, spool: Spool, bundle: Path) -> Creation:
     return Creation(
-        spool=spool,
-        bundle_path=str(bundle),
-        config_file=None,
-        bundle_given=True,
-        pid_file=None,
-        console_socket=None,
-        slurm_conf_option=None,
-        site=site.config,
-        log_file=None,
-        log_format="json",
+        Launch(
+            spool=spool,
+            bundle=bundles.load(str(bundle)),
+            state=ContainerState.load(spool),
+            site=site.config,
+            log=anchor_logging(LogSettings(), spool.log_file),
+            log_file=None,
+            started=time.monotonic(),
+        )
     )
 
 

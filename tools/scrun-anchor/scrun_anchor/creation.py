@@ -21,16 +21,14 @@ from __future__ import annotations
 import os
 import time
 
-from scrunlib import bundle as bundles
 from scrunlib import job_options, log, procio, protocol, userns
 from scrunlib.errors import ScrunError
 from scrunlib.files import write_atomically
 from scrunlib.phases import PhaseClock
 from scrunlib.signals import SIGINT, SIGTERM, set_handler
-from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm
-from scrunlib.spool import SLURM_VERSION_CACHE, Spool, dir_name
-from scrunlib.state import ContainerState, Status, process_start_time
+from scrunlib.spool import SLURM_VERSION_CACHE, dir_name
+from scrunlib.state import Status, process_start_time
 
 from scrun_anchor.created import Created
 from scrun_anchor.preparation import FAILED, QUEUED, READY, Preparation, require_running
@@ -41,6 +39,8 @@ TYPE_CHECKING = False  # typing is off the anchor's path (lint_tree/hotpath.py)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
+
+    from scrunlib.launch import Launch
 
 # How often create looks at salloc's messages for the id of a job Slurm has queued.
 QUEUE_CHECK_SECONDS = 0.05
@@ -85,40 +85,24 @@ class Undo:
 
 
 class Creation:
-    """The anchor until the container is created: what `scrun create` asked for, and the
-    state.json record it started."""
+    """The anchor until the container is created: what `scrun create` handed over (the
+    Launch: its loaded bundle, the state.json record it started, what it was asked for)."""
 
-    def __init__(
-        self,
-        *,
-        spool: Spool,
-        bundle_path: str,
-        config_file: str | None,
-        bundle_given: bool,
-        pid_file: str | None,
-        console_socket: str | None,
-        slurm_conf_option: str | None,
-        site: SiteConfig,
-        log_file: str | None,
-        log_format: str,
-    ) -> None:
-        self.spool = spool
-        self.pid_file = pid_file
-        self.console_socket = console_socket
-        self.site = site
-        self.log_file = log_file
-        self.log_format = log_format
-        parse_started = time.monotonic()
-        self.bundle = bundles.load(bundle_path, config_file)
+    def __init__(self, launch: Launch) -> None:
+        self.spool, self.bundle, self.state = launch.spool, launch.bundle, launch.state
+        self.pid_file = launch.pid_file
+        self.console_socket = launch.console_socket
+        self.site = launch.site
+        self.log_file = launch.log_file
+        self.log_format = launch.log.log_format
         # None when create defaulted to its cwd: scripts are told so (orig_bundle nil).
-        self.submission_bundle = self.bundle.path if bundle_given else None
-        self.state = ContainerState.load(spool)
+        self.submission_bundle = self.bundle.path if launch.bundle_given else None
         self.clock = PhaseClock(self.state.phases)
-        self.clock.start("parse", at=parse_started)
+        self.clock.start("parse", at=launch.started)
         self.environ = job_options.merge_environment(dict(os.environ), self.bundle.env)
-        self.slurm_conf = site.slurm_conf_path(slurm_conf_option, self.environ)
-        version_cache = os.path.join(spool.root, SLURM_VERSION_CACHE)
-        self.slurm = Slurm(site, self.slurm_conf, version_cache=version_cache)
+        self.slurm_conf = self.site.slurm_conf_path(launch.slurm_conf_option, self.environ)
+        version_cache = os.path.join(self.spool.root, SLURM_VERSION_CACHE)
+        self.slurm = Slurm(self.site, self.slurm_conf, version_cache=version_cache)
 
     def create(self) -> Created:
         """Bring the container to `created`, or undo everything and raise."""

@@ -10,13 +10,13 @@ ends any job it got, we remove the spool directory.
 from __future__ import annotations
 
 import os
+import time
 
 from scrunlib import bundle as bundles
 from scrunlib.errors import InvalidInput, ScrunError
-from scrunlib.launch import Launch, read_report
+from scrunlib.launch import Launch, anchor_logging, read_report
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.processes import Child, fork
-from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
 from scrunlib.userns import real_ids
 from scrunlib.users import user_name
@@ -66,6 +66,7 @@ def create_container(
     (scrun.lua is told it was not given). `foreground`: `scrun run` waits for the container,
     so with a terminal and no console socket the caller's terminal (stdin) becomes the
     container's, as crun does."""
+    started = time.monotonic()
     bundle_path: str | None = values.get("bundle")
     pid_file: str | None = values.get("pid-file")
     console_socket: str | None = values.get("console-socket")
@@ -81,63 +82,54 @@ def create_container(
                 "process.terminal is true but stdin is not a terminal and no --console-socket "
                 "was given"
             )
-    if pid_file:
-        pid_file = os.path.abspath(pid_file)
     spool.create()
+    read_end, write_end = os.pipe()  # the anchor's report
     try:
-        ContainerState(
+        state = ContainerState(
             id=container_id,
             bundle=bundle.path,
             rootfs=bundle.rootfs,
             oci_version=bundle.oci_version,
             annotations=bundle.annotations,
             owner=user_name(real_ids()[0]) or str(real_ids()[0]),
-        ).save(spool)
+        )
+        state.save(spool)
         return _launch_anchor(
-            ctx,
-            spool,
-            bundle.path,
-            bundle_path is None,
-            pid_file,
-            console_socket,
-            None if bundle.own_config else bundle.config_file,
+            read_end,
+            Launch(
+                spool=spool,
+                bundle=bundle,
+                state=state,
+                site=ctx.site,
+                log=anchor_logging(ctx.log_settings, spool.log_file),
+                log_file=ctx.log_settings.log_file,
+                started=started,
+                ready_fd=write_end,
+                bundle_given=bundle_path is not None,
+                pid_file=os.path.abspath(pid_file) if pid_file else None,
+                console_socket=os.path.abspath(console_socket) if console_socket else None,
+                slurm_conf_option=ctx.slurm_conf_option,
+            ),
         )
     except BaseException:
         spool.remove()
         raise
 
 
-def _launch_anchor(
-    ctx: CommandContext,
-    spool: Spool,
-    bundle_path: str,
-    bundle_is_cwd: bool,
-    pid_file: str | None,
-    console_socket: str | None,
-    config_file: str | None,
-) -> Child:
-    read_end, write_end = os.pipe()
-    argv = Launch(
-        root=spool.root,
-        bundle=bundle_path,
-        container_id=spool.container_id,
-        ready_fd=write_end,
-        log_args=ctx.log_settings.as_args(),
-        bundle_is_cwd=bundle_is_cwd,
-        config_file=config_file,
-        pid_file=pid_file,
-        console_socket=os.path.abspath(console_socket) if console_socket else None,
-        slurm_conf=ctx.slurm_conf_option,
-    ).argv()
+def _launch_anchor(read_end: int, launch: Launch) -> Child:
+    """Fork the anchor, hand it `launch` and wait for its report on `read_end`: its Child
+    once it says the container is created, else the error it reports (or its exit
+    status)."""
 
     def anchor() -> int:  # keeps our stdio, which is the container's
         os.close(read_end)
-        from scrun_anchor.main import main as anchor_main
+        from scrun_anchor.main import run
 
-        return anchor_main(argv)
+        run(launch)
 
     child = fork(anchor)
-    os.close(write_end)
+    if launch.ready_fd is not None:
+        os.close(launch.ready_fd)  # the anchor's end: EOF once it has reported or died
     report = read_report(read_end)
     if report.created:
         return child
