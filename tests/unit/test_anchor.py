@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from fake_steps import FakeSteps
+from scrun_anchor.channel import ContainerStderr
 from scrun_anchor.container import Container
 from scrun_anchor.creation import Creation
 from scrun_anchor.staging import ContainerStaging
@@ -519,7 +520,8 @@ def test_harmless_signals_do_not_end_a_queued_container(queued) -> None:
 def test_the_queue_is_told_on_stderr_once_per_reason(fp, site, spool, queued) -> None:
     read_end, write_end = os.pipe()
     watch = queued.queue
-    watch.notice_fd, watch.notices = write_end, True
+    watch.stderr.use(write_end)
+    watch.notices = True
     show_job = [site.tool("scontrol"), "-o", "show", "job", str(JOB)]
     for reason in ("Priority", "Priority", "Resources"):
         fp.register(show_job, stdout=f"JobId={JOB} JobState=PENDING Reason={reason}\n")
@@ -528,12 +530,24 @@ def test_the_queue_is_told_on_stderr_once_per_reason(fp, site, spool, queued) ->
     assert saved(spool).job_reason == "Resources"
     watch.granted("n2")
     os.close(write_end)
-    assert os.read(read_end, 4096).decode().splitlines() == [
+    assert os.read(read_end, 4096).decode().splitlines() == [  # the lines written so far
         f"scrun: job {JOB} pending (Priority)",
         f"scrun: job {JOB} pending (Resources)",
         f"scrun: job {JOB} running on n2",
     ]
     assert watch.poll == 30 and watch.seconds_to_next() > 25  # the site's queue_poll
+
+
+def test_a_terminal_container_is_told_on_its_terminal_not_on_our_stderr() -> None:
+    """With a console socket's terminal, fd 2 becomes the null device once the container is
+    served: every line for the user goes to the terminal (the channel's copy of it)."""
+    master, slave = os.openpty()
+    channel = ContainerStderr()
+    channel.use(slave)
+    os.close(slave)  # handed to the step
+    channel.say("scrun: error: the nodes cannot see /x")
+    assert os.read(master, 4096).replace(b"\r", b"") == b"scrun: error: the nodes cannot see /x\n"
+    os.close(master)
 
 
 # -- serve(): the event loop, with real signals and the real socket ------------------------

@@ -36,6 +36,7 @@ from scrunlib.slurm_commands import (
 )
 from scrunlib.state import Status, process_start_time, shell_exit_code
 
+from scrun_anchor.channel import ContainerStderr
 from scrun_anchor.preparation import FAILED, QUEUED, READY
 from scrun_anchor.queue import QueueWatch
 from scrun_anchor.teardown import close_server, end_preparation
@@ -73,10 +74,12 @@ class Container:
         self.server = protocol.serving(created.server)
         self.pty_slave, self.clock = created.pty_slave, created.clock
         self.step_args = created.step_args  # SCRUN_* options for the step's srun
+        self.stderr = ContainerStderr()  # the one channel to the user
         self.queue = QueueWatch(
             self.slurm,
             self.state,
             self.spool,
+            self.stderr,
             notices=created.notices,
             notice_delay=self.site.pending_notice,
             poll=self.site.queue_poll,
@@ -100,7 +103,7 @@ class Container:
             # The console socket's pty is the container's stdio; ours is the caller's. (With
             # a terminal and no console socket, `scrun run` in the foreground: the caller's
             # terminal is the container's, srun --pty takes it over.)
-            self.queue.notice_fd = os.dup(self.pty_slave)
+            self.stderr.use(self.pty_slave)
             _detach_stdio()
         log.verbose(f"container {self.state.id} created in job {self.state.job_id}")
         if self.preparation.phase == READY:
@@ -146,7 +149,7 @@ class Container:
             message = error.message if error is not None else "preparation failed"
             self.exit_code = error.exit_code if error is not None else 1
             self.state.error = message
-            self.queue.say(f"scrun: error: {message}")
+            self.stderr.say(f"scrun: error: {message}")
             self.stop_requested = "its preparation failed"
         elif phase == READY and self.state.status == Status.RUNNING and self.step is None:
             try:
@@ -154,7 +157,7 @@ class Container:
             except ScrunError as exc:
                 self.exit_code = exc.exit_code
                 self.state.error = exc.message
-                self.queue.say(f"scrun: error: {exc.message}")
+                self.stderr.say(f"scrun: error: {exc.message}")
                 self.stop_requested = "its step could not be launched"
 
     def _fetch_job_env(self) -> None:
@@ -423,9 +426,7 @@ class Container:
         if message is not None:
             state.error = message
             log.error(message)
-            # the one line the user sees, after srun's own: on the container's stderr,
-            # which podman and docker show (our log lines go to the logs, not there)
-            os.write(2, f"scrun: error: {message}\n".encode(errors="backslashreplace"))
+            self.stderr.say(f"scrun: error: {message}")  # the one line the user sees
 
 
 def _drain(fd: int) -> None:
