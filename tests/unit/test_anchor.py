@@ -186,7 +186,7 @@ def test_a_job_that_ended_before_start_fails_the_start(fp, site, spool, bundle) 
     }
     assert saved(spool).status == Status.CREATED
     assert container.step is None  # no srun
-    container.stop_requested = "SIGTERM"  # what `scrun delete` sends next
+    container.life.stop("SIGTERM")  # what `scrun delete` sends next
     assert container.stop() == 0
     assert not os.path.exists(spool.socket)
 
@@ -362,7 +362,7 @@ def test_tasks_that_outlive_a_killed_srun_are_ended_before_stage_out(
     steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"}, lingers=1)
     seen = record_stage_out(monkeypatch, spool, steps)
     assert staged.handle({"op": "start"}) == {"ok": True}
-    staged.stop_requested = "SIGTERM"  # what `scrun delete` sends
+    staged.life.stop("SIGTERM")  # what `scrun delete` sends
     assert staged.stop() == 128 + signal.SIGKILL
     assert steps.events == [
         f"squeue: {JOB}.0 scrun",
@@ -398,7 +398,7 @@ def test_stage_out_is_left_to_delete_while_the_tasks_may_still_run(
 
 def test_kill_before_start_ends_the_container(fp, site, spool, created) -> None:
     assert created.handle({"op": "kill", "signal": 15}) == {"ok": True}
-    assert created.stop_requested
+    assert created.life.asked_to_stop
     fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
     assert created.stop() == 128 + 15
     assert saved(spool).exit_code == 143
@@ -472,7 +472,7 @@ def test_a_queued_job_is_created_at_once(spool, queued) -> None:
     state = saved(spool)
     assert (state.status, state.job_id, state.job_state) == (Status.CREATED, JOB, "PENDING")
     assert state.oci_state()["jobState"] == "PENDING"
-    assert queued.preparation.phase == "queued"
+    assert queued.life.phase == "queued"
 
 
 def test_start_while_queued_runs_the_step_once_granted(fp, site, spool, bundle, queued) -> None:
@@ -493,7 +493,7 @@ def test_a_queued_job_slurm_ends_ends_the_container(site, spool, queued) -> None
     queued.handle({"op": "start"})
     (site.bin / "salloc.revoke").touch()
     wait_for_preparation(queued)
-    assert queued.stop_requested
+    assert queued.life.ending
     assert queued.stop() == 1
     state = saved(spool)
     assert (
@@ -514,7 +514,7 @@ def test_kill_while_queued_withdraws_the_job(fp, site, spool, queued) -> None:
 
 def test_harmless_signals_do_not_end_a_queued_container(queued) -> None:
     assert queued.handle({"op": "kill", "signal": 28}) == {"ok": True}  # SIGWINCH
-    assert queued.stop_requested is None
+    assert not queued.life.ending
 
 
 def test_the_queue_is_told_on_stderr_once_per_reason(fp, site, spool, queued) -> None:

@@ -31,9 +31,10 @@ from scrunlib.spool import SLURM_VERSION_CACHE, dir_name
 from scrunlib.state import Status, process_start_time
 
 from scrun_anchor.created import Created
-from scrun_anchor.preparation import FAILED, QUEUED, READY, Preparation, require_running
+from scrun_anchor.life import Life, Phase
+from scrun_anchor.preparation import Preparation, require_running
 from scrun_anchor.staging import load_stager
-from scrun_anchor.teardown import close_server, end_preparation
+from scrun_anchor.teardown import close_server
 
 TYPE_CHECKING = False  # typing is off the anchor's path (lint_tree/hotpath.py)
 if TYPE_CHECKING:
@@ -150,8 +151,10 @@ class Creation:
         server = protocol.listen(self.spool.socket)
         undo.callback(close_server, server, self.spool)
         self.clock.stop("parse")
+        life = Life(state, self.spool)
         preparation = Preparation(
             slurm=self.slurm,
+            life=life,
             state=state,
             spool=self.spool,
             bundle=self.bundle,
@@ -163,7 +166,7 @@ class Creation:
             log_file=self.log_file,
             log_format=self.log_format,
         )
-        undo.callback(end_preparation, preparation)
+        undo.callback(preparation.end)
         self._get_job(request, preparation)
         self._wait(preparation)
         if preparation.error is not None:
@@ -173,6 +176,7 @@ class Creation:
         self._write_pid_file()
         return Created(
             spool=self.spool,
+            life=life,
             state=state,
             bundle=self.bundle,
             preparation=preparation,
@@ -216,7 +220,7 @@ class Creation:
             f"{name}={self.environ[name]}"
             for name in job_options.allocation_variables(self.environ)
         ]
-        if preparation.failed_in != QUEUED or not asked:
+        if preparation.life.ended_in != Phase.QUEUED or not asked:
             return error
         return type(error)(f"{error.message} (job options: {', '.join(asked)})")
 
@@ -225,8 +229,8 @@ class Creation:
         quick: a job Slurm has queued returns at once (its id known), a stage-in still
         running after the site's `create_wait` seconds goes on after `created`."""
         deadline = time.monotonic() + self.site.create_wait
-        while preparation.phase not in (READY, FAILED):
-            if preparation.phase == QUEUED:
+        while preparation.life.preparing:
+            if preparation.life.phase == Phase.QUEUED:
                 job_id = preparation.queued_job_id()
                 if job_id is not None:
                     self.state.job_id, self.state.job_state = job_id, "PENDING"
@@ -241,7 +245,7 @@ class Creation:
             fd = preparation.watch()
             if fd is not None and not _readable(fd, timeout):
                 continue
-            was_queued = preparation.phase == QUEUED
+            was_queued = preparation.life.phase == Phase.QUEUED
             preparation.advance()
             if was_queued:  # the job's id, should the anchor die before `created`
                 self.state.save(self.spool)

@@ -1,13 +1,12 @@
-"""Ending what a container holds, once: its job (or its steps in a job it joined), its
-preparation if still in flight, its staged copy, its socket. Used by creation's undo and by
-the serving container when it stops."""
+"""Ending what a container holds outside the anchor, once: its job (or its steps in a job
+it joined), given as arguments, and its socket. Used by the preparation's end
+(scrun_anchor.preparation) and by creation's undo and the serving container."""
 
 from __future__ import annotations
 
 import os
 
 from scrunlib import log
-from scrunlib.bundle import remove_node_copy
 from scrunlib.errors import SlurmError
 from scrunlib.slurm import Allocation, Slurm
 from scrunlib.state import ContainerState
@@ -17,8 +16,6 @@ if TYPE_CHECKING:
     from _socket import socket as raw_socket
 
     from scrunlib.spool import Spool
-
-    from scrun_anchor.preparation import Preparation
 
 # How long salloc may take to notice that its job was cancelled before it is killed.
 REAP_SECONDS = 10.0
@@ -50,31 +47,6 @@ def end_job(
         log.error(str(exc))
     if allocation is not None:
         allocation.reap(timeout=REAP_SECONDS)
-
-
-def end_preparation(
-    preparation: Preparation, exit_code: int | None = None, *, tasks_ended: bool = True
-) -> None:
-    """Everything a container's preparation holds, undone in reverse: what is in flight
-    stopped (a queued job withdrawn), the bundle copy for slurmd removed, stage-out run
-    (also after a failed stage-in, so that the script can remove what it staged), the job
-    ended with `exit_code` (None: cancelled). Stage-out never copies files a task may still
-    write: unless `tasks_ended`, it stays pending (stage.json), for `scrun delete` to run
-    once Slurm has ended the tasks with the job."""
-    preparation.abandon()
-    state = preparation.state
-    if preparation.run_bundle is not None:
-        remove_node_copy(preparation.run_bundle, state.bundle)
-    if preparation.staging is not None and not tasks_ended:
-        log.error(f"stage-out of container {state.id} left to `scrun delete`: its tasks may run")
-    elif preparation.staging is not None:
-        with preparation.clock.phase("stage-out"):
-            preparation.staging.stage_out()
-    if preparation.allocation is None and not state.existing_job:
-        state.job_ended = True  # never granted: withdrawn with its submission
-    elif state.job_id is not None:
-        with preparation.clock.phase("teardown"):
-            end_job(preparation.slurm, state, state.job_id, preparation.allocation, exit_code)
 
 
 def close_server(server: raw_socket, spool: Spool) -> None:
