@@ -196,6 +196,13 @@ def start(argv: Sequence[str], env: Mapping[str, str], **stdio: Any) -> Child:
         raise CannotRun(argv[0], exc) from exc
 
 
+def preload() -> None:
+    """Import what `run` and `start` need, now (the anchor: while salloc waits for
+    slurmctld, so that neither `start` nor the first Slurm command after `created` pays
+    for it)."""
+    import subprocess  # noqa: F401
+
+
 def _text(output: bytes | None) -> str:
     return (output or b"").decode("utf-8", "surrogateescape")
 

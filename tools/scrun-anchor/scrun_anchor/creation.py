@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 
-from scrunlib import job_options, log, procio, protocol, userns
+from scrunlib import job_options, log, processes, procio, protocol, userns
 from scrunlib.errors import ScrunError
 from scrunlib.files import write_atomically
 from scrunlib.phases import PhaseClock
@@ -59,6 +59,8 @@ def _raise_cancelled(signum: int, _frame: FrameType | None) -> None:
 def _load_serving() -> None:
     """Import what serving the container needs, while salloc waits for slurmctld."""
     import scrun_anchor.container  # noqa: F401
+
+    processes.preload()
 
 
 class Undo:
