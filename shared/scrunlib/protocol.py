@@ -98,6 +98,15 @@ def listen(socket_path: str) -> raw_socket:
     return server
 
 
+def stop_listening(server: raw_socket | socket.socket, socket_path: str) -> None:
+    """Close what `listen` opened and remove its socket file."""
+    server.close()
+    try:  # noqa: SIM105 (contextlib.suppress: not imported on this path)
+        os.unlink(socket_path)
+    except FileNotFoundError:
+        pass
+
+
 def serving(server: raw_socket) -> socket.socket:
     """The listening socket `listen` made, as a socket module socket (with `accept`)."""
     import socket

@@ -171,7 +171,7 @@ def test_a_refused_allocation_names_the_job_options_asked_for(
 def quick_reap(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake salloc never learns of a (faked) scancel: kill it at once. Steps being
     ended are looked for again at once (fake_steps counts listings, not seconds)."""
-    monkeypatch.setattr("scrun_anchor.teardown.REAP_SECONDS", 0.1)
+    monkeypatch.setattr("scrun_anchor.preparation.REAP_SECONDS", 0.1)
     monkeypatch.setattr("scrunlib.slurm.STEP_POLL_SECONDS", 0.01)
 
 

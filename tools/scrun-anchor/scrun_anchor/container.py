@@ -41,7 +41,6 @@ from scrunlib.state import Status, process_start_time, shell_exit_code
 from scrun_anchor.channel import ContainerStderr
 from scrun_anchor.life import Event, Phase
 from scrun_anchor.queue import QueueWatch
-from scrun_anchor.teardown import close_server
 
 # srun's status for a step the cgroup OOM killer ended: a plain failure, not 128+9
 SRUN_OUT_OF_MEMORY = 1
@@ -329,7 +328,7 @@ class Container:
         state.exit_code = self.exit_code
         state.save(self.spool)  # should we die in stage-out, `state` has the exit code
         self.preparation.end(self.exit_code, tasks_ended=tasks_ended)  # done: `stopped`
-        close_server(self.server, self.spool)
+        protocol.stop_listening(self.server, self.spool.socket)
         log.verbose(f"container {state.id} stopped with exit code {self.exit_code}")
         log.debug(f"container {state.id} phases: {self.clock.summary()}")
         return self.exit_code

@@ -34,7 +34,6 @@ from scrun_anchor.created import Created
 from scrun_anchor.life import Life, Phase
 from scrun_anchor.preparation import Preparation, require_running
 from scrun_anchor.staging import load_stager
-from scrun_anchor.teardown import close_server
 
 TYPE_CHECKING = False  # typing is off the anchor's path (lint_tree/hotpath.py)
 if TYPE_CHECKING:
@@ -151,7 +150,7 @@ class Creation:
             pty_slave = procio.send_console(self.console_socket)
             undo.callback(os.close, pty_slave)
         server = protocol.listen(self.spool.socket)
-        undo.callback(close_server, server, self.spool)
+        undo.callback(protocol.stop_listening, server, self.spool.socket)
         self.clock.stop("parse")
         life = Life(state, self.spool)
         preparation = Preparation(

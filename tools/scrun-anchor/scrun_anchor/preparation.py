@@ -31,7 +31,6 @@ from scrunlib.state import ContainerState
 
 from scrun_anchor.life import Event, Life, Phase
 from scrun_anchor.staging import ContainerStaging
-from scrun_anchor.teardown import end_job
 
 TYPE_CHECKING = False  # typing is off the anchor's path (lint_tree/hotpath.py)
 if TYPE_CHECKING:
@@ -40,6 +39,9 @@ if TYPE_CHECKING:
 
 # How long an abandoned stage-in may take to end once its commands were killed.
 ABANDON_SECONDS = 30.0
+
+# How long salloc may take to notice that its job was cancelled before it is killed.
+REAP_SECONDS = 10.0
 
 
 class JobEnvironment:
@@ -261,10 +263,31 @@ class Preparation:
         self.life.transition(Event.STAGED_OUT)
         if self.allocation is None and not state.existing_job:
             state.job_ended = True  # never granted: withdrawn with its submission
-        elif state.job_id is not None:
+        elif state.job_id is not None and not state.job_ended:
             with self.clock.phase("teardown"):
-                end_job(self.slurm, state, state.job_id, self.allocation, exit_code)
+                self._end_job(state.job_id, exit_code)
         self.life.transition(Event.RELEASED)
+
+    def _end_job(self, job_id: int, exit_code: int | None) -> None:
+        """End what is the container's in Slurm: our allocation with the container's
+        `exit_code` (salloc ends the job with it: COMPLETED 0:0, FAILED 3:0, FAILED 0:9),
+        else by scancel (no container ran, or salloc did not end it; in a job we joined,
+        only our steps); `delete` relies on job_ended."""
+        state, allocation = self.state, self.allocation
+        if allocation is not None and exit_code is not None:
+            if allocation.release(exit_code, timeout=self.slurm.site.step_grace + 30):
+                state.job_ended = True
+                return
+            log.error(f"salloc of job {job_id} did not end it; cancelling it")
+        try:
+            self.slurm.end_container_job(
+                job_id, existing_job=state.existing_job, step_name=state.step_name
+            )
+            state.job_ended = True
+        except SlurmError as exc:
+            log.error(str(exc))
+        if allocation is not None:
+            allocation.reap(timeout=REAP_SECONDS)
 
 
 class StageInWorker:
