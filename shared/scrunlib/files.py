@@ -27,8 +27,8 @@ def write_atomically(path: str, text: str, *, durable: bool = False) -> None:
 
 
 def remove_tree(path: str) -> None:
-    """`shutil.rmtree(path, ignore_errors=True)` without importing shutil (fnmatch, re: ~7 ms
-    on every `scrun delete`). Symbolic links are removed, never followed; what cannot be
+    """`shutil.rmtree(path, ignore_errors=True)` without importing shutil on every `scrun
+    delete` (lint_tree/hotpath.py). Symbolic links are removed, never followed; what cannot be
     removed stays, silently, as with rmtree's ignore_errors."""
     if os.path.islink(path):
         return  # rmtree refuses a link to a directory, too

@@ -53,8 +53,8 @@ DEFAULT_JOB_NAME = "scrun"
 
 class Target:
     """Where a variable's option ends up. (Strings, not an enum: the anchor imports this
-    module on every create, and `enum` alone costs it ~4 ms; so does `re`, which only the
-    checks of variables that are set import.)"""
+    module on every create, whose path does without enum, and re is imported only by the
+    checks of variables that are set: lint_tree/hotpath.py.)"""
 
     ALLOCATION = "allocation"  # salloc, when scrun creates the job
     STEP = "step"  # the container's srun, in a new or an existing job
@@ -67,7 +67,7 @@ class Target:
 
 class JobVariable:
     """One SCRUN_* job variable and the Slurm option it becomes. (The classes of this
-    module are plain ones: each container's anchor imports it, and dataclasses cost ~5 ms.)"""
+    module are plain ones: each container's anchor imports it, see lint_tree/hotpath.py.)"""
 
     __slots__ = (
         "appends_with",

@@ -1,28 +1,36 @@
 """How `scrun create` starts the container's anchor and hears back from it: both sides of
 that contract live here.
 
-`scrun create` forks and runs the anchor's main with these options in the child (no new
-program, so no second interpreter start), the same ones the `scrun-anchor` command takes:
+`scrun create` forks and runs the anchor in the child (scrun_anchor.main.run: no new
+program, so no second interpreter start), handing it a Launch: the objects create has
+already made (the loaded bundle, the state.json record it saved, the site configuration,
+the anchor's log settings) and what it was asked for. The `scrun-anchor` command builds
+the same Launch from its command line (scrun_anchor.main.main; OPTIONS):
 
     scrun-anchor --root DIR --bundle DIR --ready-fd N LOG-OPTIONS [--bundle-is-cwd]
                  [--config FILE] [--pid-file FILE] [--console-socket SOCKET]
                  [--slurm-conf FILE] -- ID
 
-(LOG-OPTIONS: LogSettings.as_args, so the anchor logs exactly like its parent) and reads the
-ready fd until EOF. The anchor writes exactly one line there: `created <pid>` once the
-container is created, or `error <message>` after it has undone everything. No line at all
-means the anchor died before it could report.
+(LOG-OPTIONS: --stderr-level, --syslog-level, --file-level, --log-format and --log, the
+caller's logging, from which anchor_logging makes the anchor's). create reads the ready fd until
+EOF. The anchor writes exactly one line there: `created <pid>` once the container is
+created, or `error <message>` after it has undone everything. No line at all means the
+anchor died before it could report.
 """
 
 from __future__ import annotations
 
 import os
 
+from scrunlib.log import INFO, LogSettings
 from scrunlib.options import Opt
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from scrunlib.bundle import Bundle
+    from scrunlib.siteconfig import SiteConfig
+    from scrunlib.spool import Spool
+    from scrunlib.state import ContainerState
 
 OPTIONS = (
     Opt("root", value=True, help="the runtime root holding the spool directory"),
@@ -46,62 +54,67 @@ ERROR = "error"
 
 
 class Launch:
-    """What `scrun create` tells the anchor on its command line. (A plain class: this is
-    on create's path, where importing dataclasses costs ~5 ms.)"""
+    """What the anchor is handed: by `scrun create` as the objects it made, or built from
+    scrun-anchor's options. (A plain class: this is on create's path, which does without
+    dataclasses: lint_tree/hotpath.py.)"""
 
     __slots__ = (
         "bundle",
-        "bundle_is_cwd",
-        "config_file",
+        "bundle_given",
         "console_socket",
-        "container_id",
-        "log_args",
+        "log",
+        "log_file",
         "pid_file",
         "ready_fd",
-        "root",
-        "slurm_conf",
+        "site",
+        "slurm_conf_option",
+        "spool",
+        "started",
+        "state",
     )
 
     def __init__(
         self,
-        root: str,
-        bundle: str,
-        container_id: str,
-        ready_fd: int,
-        log_args: Sequence[str],  # LogSettings.as_args()
-        bundle_is_cwd: bool = False,
-        config_file: str | None = None,  # absolute; None: the bundle's config.json
+        *,
+        spool: Spool,
+        bundle: Bundle,
+        state: ContainerState,
+        site: SiteConfig,
+        log: LogSettings,
+        log_file: str | None,
+        started: float,
+        ready_fd: int | None = None,
+        bundle_given: bool = True,
         pid_file: str | None = None,
         console_socket: str | None = None,
-        slurm_conf: str | None = None,
+        slurm_conf_option: str | None = None,
     ) -> None:
-        self.root, self.bundle, self.container_id = root, bundle, container_id
-        self.ready_fd, self.log_args, self.bundle_is_cwd = ready_fd, log_args, bundle_is_cwd
+        self.spool, self.bundle, self.state, self.site = spool, bundle, state, site
+        self.log = log  # the anchor's own settings (anchor_logging)
+        self.log_file = log_file  # the caller's --log file: the anchor's once created
+        self.started = started  # time.monotonic() when create began parsing the bundle
+        self.ready_fd = ready_fd  # None: nobody waits for the report
+        # False when create defaulted to its cwd: scripts are told so (orig_bundle nil)
+        self.bundle_given = bundle_given
         self.pid_file, self.console_socket = pid_file, console_socket
-        self.slurm_conf, self.config_file = slurm_conf, config_file
+        self.slurm_conf_option = slurm_conf_option  # scrun -f
 
-    def argv(self) -> list[str]:
-        """The anchor's command line after its program name: what OPTIONS parses."""
-        argv = [
-            "--root",
-            self.root,
-            "--bundle",
-            self.bundle,
-            "--ready-fd",
-            str(self.ready_fd),
-            *self.log_args,
-        ]
-        if self.bundle_is_cwd:
-            argv.append("--bundle-is-cwd")
-        if self.config_file:
-            argv += ["--config", self.config_file]
-        if self.pid_file:
-            argv += ["--pid-file", self.pid_file]
-        if self.console_socket:
-            argv += ["--console-socket", self.console_socket]
-        if self.slurm_conf:
-            argv += ["--slurm-conf", self.slurm_conf]
-        return [*argv, "--", self.container_id]
+
+def anchor_logging(caller: LogSettings, anchor_log: str) -> LogSettings:
+    """The anchor's log settings, from its caller's: fd 2 belongs to the container, so no
+    stderr; the anchor's own log (`anchor_log`, in the spool) at least at info; syslog as
+    the caller has it. The caller's --log file is not one of them: the anchor turns it on
+    once `created` (log.open_log_file; until then create reports, and podman wants one
+    line)."""
+    return LogSettings(
+        stderr=0,
+        syslog=caller.syslog,
+        file=caller.file,
+        log_format=caller.log_format,
+        extra_file=anchor_log,
+        extra_level=max(INFO, caller.stderr, caller.file),
+        program="scrun-anchor",
+    )
 
 
 class ReadyPipe:

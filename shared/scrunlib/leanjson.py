@@ -1,9 +1,9 @@
 """JSON for the hot path (`scrun state`, create, the anchor) without the json package.
 
 `import json` imports re (the decoder and encoder both compile patterns), and re imports
-enum and functools: measured with `python3.11 -X importtime -c 'import json'` on the test
-machine, 5–9 ms cumulative (re alone 4.5–5 ms), about half of what a bare interpreter start
-costs, on commands podman runs for every container. This module is plain Python with only
+enum and functools: about half of what a bare interpreter start costs
+(tools/lint-tree/lint_tree/hotpath.py), on commands podman runs for every container. This
+module is plain Python with only
 public built-ins: it imports nothing (`-X importtime`: ~0.3 ms), and it reads a 6 KB
 config.json of podman's in ~0.4 ms and a state.json in ~0.02 ms. It uses no private
 interpreter module (`_json`'s scanner takes a context object whose fields change between

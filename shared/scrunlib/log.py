@@ -7,11 +7,9 @@ in every process, goes through `format_line` to the outputs that admit it.
 
 The engine is this module, not loguru: loguru would only carry lines to these same outputs,
 whose formats are fixed by their readers (runc's JSON log for podman and containerd, syslog,
-the text of the anchor's log), and importing it takes longer than a whole `scrun state`.
-Measured on the test machine (Python 3.11, loguru 0.7.3, median of 15 runs): a bare
-interpreter starts in 10.7 ms, one that imports loguru in 93.6 ms (+83 ms: asyncio, ...),
-one that imports this module in 11.6 ms; `-X importtime` puts loguru at 57-91 ms cumulative.
-At debug level every create and its anchor would pay that, and so would `scrun state`.
+the text of the anchor's log), and importing it takes longer than a whole `scrun state` (the
+figures: tools/lint-tree/lint_tree/hotpath.py). At debug level every
+create and its anchor would pay that, and so would `scrun state`.
 """
 
 from __future__ import annotations
@@ -102,18 +100,6 @@ class LogSettings:
                 settings.file = max(level, FATAL)
         return settings
 
-    def as_args(self) -> list[str]:
-        """Command-line form, so a child tool (the anchor) logs exactly like its parent."""
-        args = [
-            f"--stderr-level={self.stderr}",
-            f"--syslog-level={self.syslog}",
-            f"--file-level={self.file}",
-            f"--log-format={self.log_format}",
-        ]
-        if self.log_file:
-            args.append(f"--log={self.log_file}")
-        return args
-
     @property
     def threshold(self) -> int:
         levels = [self.stderr, self.syslog]
@@ -138,17 +124,27 @@ _outputs: list[Output] | None = None  # made from _settings on the first line wr
 
 
 def configure(settings: LogSettings) -> None:
-    """Install `settings`. The --log file is created at once: clients expect it to exist."""
+    """Install `settings`, once per process. The --log file is created at once: clients
+    expect it to exist."""
     global _settings, _outputs
     _settings = settings
     _outputs = None
     if settings.log_file:
-        try:
-            with open(settings.log_file, "a", encoding="utf-8"):
-                pass
-        except OSError as exc:
-            _settings.log_file = None
-            raise InvalidInput(f"cannot open log file {settings.log_file}: {reason(exc)}") from exc
+        open_log_file(settings.log_file)
+
+
+def open_log_file(path: str) -> None:
+    """Turn on the --log file output, at the level the settings give it (the anchor, once
+    `created` is reported), creating the file."""
+    global _outputs
+    _settings.log_file = None
+    _outputs = None
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise InvalidInput(f"cannot open log file {path}: {reason(exc)}") from exc
+    _settings.log_file = path
 
 
 def settings() -> LogSettings:

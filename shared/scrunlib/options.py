@@ -3,9 +3,9 @@
 The rules are getopt's (the module's unit tests check them against it), giving exactly the
 runc/crun surface: `--opt=value` and `--opt value`, unique prefixes of long options,
 attached short values, `--`. The getopt module itself is not used: it imports gettext and
-re (~4 ms), which is most of what `scrun state` would otherwise cost over the interpreter's
-start. Options a runtime caller may pass but which mean nothing here are accepted, logged
-at debug level and ignored.
+re, most of what `scrun state` would otherwise cost over the interpreter's start
+(tools/lint-tree/lint_tree/hotpath.py). Options a runtime caller may pass but which mean
+nothing here are accepted, logged at debug level and ignored.
 """
 
 from __future__ import annotations

@@ -9,22 +9,23 @@
 - One wording: CannotRun "cannot run PROGRAM: reason", TimedOut "PROGRAM did not finish in
   N s and was killed"; each caller maps them to its own error (scrunlib.errors).
 
-Three entries, by what the caller does with the child:
+The entries, by what the caller does with the child:
 - `run`: run to completion, capture the output (Slurm's queries and cancels, scrun.lua's
   commands);
 - `start`: a long-lived child with the caller's stdio (the container's step, `scrun exec`);
-- `spawn`: the one child `scrun create` waits for, salloc, without the subprocess module:
-  `import subprocess` brings locale, re, threading, selectors, signal and enum, ~9 ms of
-  every create on that path. os.posix_spawn starts the program, the child's pidfd tells
-  when it has ended, waitpid reaps it. `ends_within` is that pidfd wait for any process
-  (`scrun delete` waits so for an anchor, conmon's child).
+- `spawn`: the one child `scrun create` waits for, salloc, without the subprocess module,
+  which create's path does without (lint_tree/hotpath.py). os.posix_spawn starts the
+  program, the child's pidfd tells when it has ended, waitpid reaps it. `pid_ends_within`
+  is that pidfd wait for any process (`scrun delete` waits so for an anchor, conmon's
+  child);
+- `fork`: `scrun create`'s anchor, a copy of this process running a function.
+Each returns a Child (`run` excepted), with one idiom to wait for it, signal it and end it.
+No other module starts or waits for a process (lint_tree's children rule, `make lint`).
 Where subprocess is used it is imported in the function that needs it.
 
 plumbum is not used to run anything: the command lines are built as plain argument lists
 (scrunlib.slurm_commands), which it would only pass through, and importing it costs more
-than the commands it would run: measured on the test machine (Python 3.11, median of 15),
-a bare interpreter starts in 10.3 ms, one that imports subprocess in 18.9 ms, one that
-imports plumbum in 72.5 ms (`-X importtime`: 58-72 ms cumulative).
+than the commands it would run (lint_tree/hotpath.py).
 """
 
 from __future__ import annotations
@@ -76,9 +77,9 @@ _refusing = False
 _lock = allocate_lock()
 
 
-def _kill_group(group: int) -> None:
+def _kill_group(group: int, signum: int = SIGKILL) -> None:
     try:  # noqa: SIM105
-        os.killpg(group, SIGKILL)
+        os.killpg(group, signum)
     except ProcessLookupError:
         pass  # it ended meanwhile
 
@@ -182,15 +183,24 @@ def _finish(
     return proc.returncode, _text(out), _text(err)
 
 
-def start(argv: Sequence[str], env: Mapping[str, str], **stdio: Any) -> subprocess.Popen[bytes]:
+def start(argv: Sequence[str], env: Mapping[str, str], **stdio: Any) -> Child:
     """Start `argv` with exactly `env` and the caller's stdio (subprocess.Popen's stdin,
-    stdout, stderr, start_new_session, ...); the caller waits for it. Raises CannotRun."""
+    stdout, stderr, start_new_session, preexec_fn: the step's controlling terminal, which
+    posix_spawn cannot give); the caller waits for it through the Child. Raises
+    CannotRun."""
     import subprocess
 
     try:
-        return subprocess.Popen(list(argv), env=dict(env), **stdio)
+        return Child(0, subprocess.Popen(list(argv), env=dict(env), **stdio))
     except OSError as exc:
         raise CannotRun(argv[0], exc) from exc
+
+
+def preload() -> None:
+    """Import what `run` and `start` need, now (the anchor: while salloc waits for
+    slurmctld, so that neither `start` nor the first Slurm command after `created` pays
+    for it)."""
+    import subprocess  # noqa: F401
 
 
 def _text(output: bytes | None) -> str:
@@ -198,12 +208,18 @@ def _text(output: bytes | None) -> str:
 
 
 class Child:
-    """A process we started: wait for it (bounded), signal its session."""
+    """A process we started, with the one idiom for every child: `poll`, `wait` (bounded),
+    `signal` it or its group, `end` it (a grace, then an escalation of signals).
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    Made by `spawn` and `fork` (a pid: its pidfd tells when it ends, waitpid reaps it) or
+    by `start` (a subprocess.Popen, which reaps it: its own waitpid would race ours)."""
+
+    def __init__(self, pid: int, popen: subprocess.Popen[bytes] | None = None) -> None:
+        self.pid = popen.pid if popen is not None else pid
         self.returncode: int | None = None  # as subprocess's: -N for signal N
-        self._pidfd = os.pidfd_open(pid)  # closed once it is reaped (returncode set)
+        self._popen = popen
+        # closed once it is reaped (returncode set)
+        self._pidfd = os.pidfd_open(pid) if popen is None else -1
 
     def poll(self) -> int | None:
         """Its exit code once it has ended, else None (without waiting)."""
@@ -214,6 +230,14 @@ class Child:
         wait as long as it takes)."""
         if self.returncode is not None:
             return self.returncode
+        if self._popen is not None:
+            import subprocess
+
+            try:
+                self.returncode = self._popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return None
+            return self.returncode
         if timeout is not None and not ends_within(self._pidfd, timeout):
             return None
         _, status = os.waitpid(self.pid, 0)
@@ -221,13 +245,51 @@ class Child:
         os.close(self._pidfd)
         return self.returncode
 
+    def signal(self, signum: int) -> None:
+        """Signal it (not its children), unless it has been reaped."""
+        if self._popen is not None:
+            self._popen.send_signal(signum)  # a reaped one is left alone
+        elif self.returncode is None:
+            try:  # noqa: SIM105
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
+
     def signal_group(self, signum: int) -> None:
         """Signal its process group (it leads one: spawned with new_session)."""
         if self.returncode is None:
-            try:  # noqa: SIM105
-                os.killpg(self.pid, signum)
-            except ProcessLookupError:
-                pass
+            _kill_group(self.pid, signum)
+
+    def end(
+        self,
+        grace: float,
+        escalation: Sequence[int] = (SIGKILL,),
+        *,
+        group: bool = True,
+        escalating: Callable[[int], None] | None = None,
+    ) -> int:
+        """Its exit code once it has ended: it has `grace` seconds; then each signal of
+        `escalation` in turn goes to its process group (`group`) or to it alone, with
+        `grace` seconds after each but the last (SIGKILL, which nothing outlives: waited
+        for as long as it takes). `escalating(signum)` is told before each signal."""
+        code = self.wait(grace)
+        for number, signum in enumerate(escalation, start=1):
+            if code is not None:
+                return code
+            if escalating is not None:
+                escalating(signum)
+            if group:
+                self.signal_group(signum)
+            else:
+                self.signal(signum)
+            code = self.wait(grace if number < len(escalation) else None)
+        return code if code is not None else self.wait_ended()
+
+    def wait_ended(self) -> int:
+        """Its exit code, waiting as long as it takes."""
+        code = self.wait()
+        assert code is not None  # an unbounded wait returns only once it has ended
+        return code
 
 
 def ends_within(pidfd: int, timeout: float) -> bool:
@@ -238,6 +300,38 @@ def ends_within(pidfd: int, timeout: float) -> bool:
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
     return bool(poller.poll(timeout * 1000))
+
+
+def pid_ends_within(pid: int, timeout: float, still_same: Callable[[], bool]) -> bool:
+    """Whether process `pid`, any process (`scrun delete` waits so for an anchor, conmon's
+    child, not ours), ends within `timeout` seconds. `still_same()` says whether `pid` is
+    still the process meant (not gone, not reused), asked once its pidfd is held."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return not still_same() or ends_within(pidfd, timeout)
+    finally:
+        os.close(pidfd)
+
+
+def fork(body: Callable[[], int]) -> Child:
+    """Run `body` in a forked copy of this process, which then exits with what it returned
+    (127, its traceback on its stderr, should it raise): it never returns into the caller's
+    code. The copy has our imports and our stdio: no second interpreter start (`scrun
+    create`'s anchor)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 127
+        try:
+            code = body()
+        except BaseException:  # the child's last resort: its traceback goes to its log
+            import traceback
+
+            traceback.print_exc()
+        os._exit(code)
+    return Child(pid)
 
 
 def spawn(

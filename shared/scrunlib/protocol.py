@@ -6,8 +6,9 @@ whose uid (SO_PEERCRED) is its own or root's. Requests: `{"op": "start"}`,
 `{"ok": false, "error": "<message>"}`.
 
 The client side (`request`, for `scrun start` and `kill`) uses the interpreter's `_socket`
-and scrunlib.leanjson: the socket module imports enum and selectors, json imports re (~5 ms
-together on a 10 ms command). The anchor's server side has the socket module anyway.
+and scrunlib.leanjson: the socket module imports enum and selectors, json imports re (their
+cost: tools/lint-tree/lint_tree/hotpath.py). The anchor's server side has the socket module
+anyway.
 """
 
 from __future__ import annotations
@@ -95,6 +96,15 @@ def listen(socket_path: str) -> raw_socket:
         if dirfd is not None:
             os.close(dirfd)
     return server
+
+
+def stop_listening(server: raw_socket | socket.socket, socket_path: str) -> None:
+    """Close what `listen` opened and remove its socket file."""
+    server.close()
+    try:  # noqa: SIM105 (contextlib.suppress: not imported on this path)
+        os.unlink(socket_path)
+    except FileNotFoundError:
+        pass
 
 
 def serving(server: raw_socket) -> socket.socket:

@@ -1,7 +1,7 @@
-"""Signal numbers and `set_handler` for the paths podman waits on, without the `signal`
-module: it is `_signal` (built into the interpreter, loaded at its start) plus enums of the
-same numbers, and importing `enum` costs ~4 ms. Modules that name signals for people
-(signal.Signals) import `signal` where they need it."""
+"""Signal numbers and `set_handler` for the paths podman waits on, without the `signal` module:
+it is `_signal` (built into the interpreter, loaded at its start) plus enums of the same
+numbers, and enum is kept off those paths (lint_tree/hotpath.py). Modules that name signals
+for people (signal.Signals) import `signal` where they need it."""
 
 from __future__ import annotations
 

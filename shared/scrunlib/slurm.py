@@ -13,17 +13,22 @@ import time
 from scrunlib import filecache, processes
 from scrunlib.errors import SlurmError
 from scrunlib.processes import Child, spawn
-from scrunlib.signals import SIGINT, SIGKILL
+from scrunlib.signals import SIGINT
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm_commands import (
     cancel_argv,
     command_environment,
+    hostnames_argv,
     job_exit_status,
+    job_record_argv,
     named_steps,
     parse_scontrol_record,
     salloc_argv,
+    step_states_argv,
     steps_argv,
     tagged_container,
+    tagged_jobs_argv,
+    version_argv,
 )
 from scrunlib.slurm_version import SlurmVersion, parse_version, version_string
 from scrunlib.userns import as_real_user
@@ -112,11 +117,7 @@ class Allocation:
     def reap(self, timeout: float) -> None:
         """After the job was cancelled: salloc learns it and ends; one that does not, in
         `timeout` seconds, is killed with its holder (their own process group)."""
-        if not self.wait(timeout):
-            from scrunlib.signals import SIGKILL
-
-            self.salloc.signal_group(SIGKILL)
-            self.salloc.wait()
+        self.salloc.end(timeout)
         if self._holder_input is not None:
             os.close(self._holder_input)
             self._holder_input = None
@@ -160,9 +161,7 @@ class Submission:
             if job_id.isdigit():
                 holder_input, self._holder_input = self._holder_input, -1
                 return Allocation(self.salloc, holder_input, int(job_id), nodes.strip())
-            if self.salloc.wait(timeout=REFUSAL_SECONDS) is None:
-                self.salloc.signal_group(SIGKILL)
-                self.salloc.wait()
+            self.salloc.end(REFUSAL_SECONDS)
             text = self.messages()
             queued = queued_job_id(text)
             if queued is None:
@@ -175,9 +174,7 @@ class Submission:
         """Take the job back: SIGINT makes salloc revoke a pending job; a salloc that does
         not end in time is killed, and any job tagged with the container's id is cancelled."""
         self.salloc.signal_group(SIGINT)
-        if self.salloc.wait(timeout=REFUSAL_SECONDS) is None:
-            self.salloc.signal_group(SIGKILL)
-            self.salloc.wait()
+        self.salloc.end(REFUSAL_SECONDS)
         self._close()
         self.slurm.cancel_tagged(self.container_id)
 
@@ -238,10 +235,10 @@ class Slurm:
     def path(self, name: str) -> str:
         return self.site.command(name)
 
-    def popen(self, argv: Sequence[str], env: Mapping[str, str], **stdio: Any) -> Any:
+    def start(self, argv: Sequence[str], env: Mapping[str, str], **stdio: Any) -> Child:
         """Start `argv` with exactly `env`, which the caller builds from what scrun sets
         (the job env, SLURM_CONF, PATH): srun takes SLURM_* variables from its environment
-        as options. As the real user; the caller waits for it."""
+        as options. As the real user; the caller waits for it, through the Child."""
         try:
             return processes.start(as_real_user(argv), env, **stdio)
         except processes.CannotRun as exc:
@@ -271,7 +268,7 @@ class Slurm:
         if cached is not None:
             self._version = parse_version(cached)
             return self._version
-        code, out, err = self.run([srun, "--version"], timeout=30)
+        code, out, err = self.run(version_argv(srun), timeout=30)
         if code != 0:
             raise SlurmError(f"srun --version failed: {last_line(err or out)}")
         self._version = parse_version(out)
@@ -304,7 +301,7 @@ class Slurm:
         program = self.path("salloc")
         argv = as_real_user(salloc_argv(program, job_name, container_id, options, self.version()))
         # salloc's own lines (its job id while pending, its errors): a memory file, which
-        # salloc can write to however long nobody reads (tempfile costs ~5 ms of imports)
+        # salloc can write to however long nobody reads (tempfile is off create's path)
         messages = os.memfd_create("salloc-messages")
         salloc_stdin, holder_input = os.pipe()
         answer, salloc_stdout = os.pipe()
@@ -328,7 +325,7 @@ class Slurm:
 
     def cancel_tagged(self, container_id: str) -> None:
         """Cancel every job of ours whose comment names this container."""
-        code, out, _ = self.run([self.path("squeue"), "-h", "-o", "%i %k"])
+        code, out, _ = self.run(tagged_jobs_argv(self.path("squeue")))
         for line in out.splitlines() if code == 0 else []:
             job, _, comment = line.strip().partition(" ")
             if tagged_container(comment) == container_id and job.isdigit():
@@ -345,8 +342,7 @@ class Slurm:
             self.cancel(job_id)
 
     def job_record(self, job_id: int) -> dict[str, str]:
-        argv = [self.path("scontrol"), "-o", "show", "job", str(job_id)]
-        code, out, err = self.run(argv)
+        code, out, err = self.run(job_record_argv(self.path("scontrol"), job_id))
         if code != 0:
             raise SlurmError(f"job {job_id} not found: {last_line(err or out)}")
         return parse_scontrol_record(out)
@@ -395,9 +391,8 @@ class Slurm:
         """Whether the job's ended step named `step_name` was ended by the cgroup OOM killer,
         as the accounting database says (False without accounting or a record yet). srun
         reports such a step as a plain failure (status 1), not as a SIGKILL."""
-        argv = [self.path("sacct"), "-n", "-P", "-j", str(job_id), "-o", "JobName,State"]
         try:
-            code, out, _ = self.run(argv)
+            code, out, _ = self.run(step_states_argv(self.path("sacct"), job_id))
         except SlurmError:
             return False
         # the job's steps in order: the last one of that name is the container's
@@ -416,7 +411,7 @@ class Slurm:
                 nodelist = nodes.strip()
         if not nodelist:
             raise SlurmError(f"step {job_id}.{step_id} is not running")
-        code, out, err = self.run([self.path("scontrol"), "show", "hostnames", nodelist])
+        code, out, err = self.run(hostnames_argv(self.path("scontrol"), nodelist))
         if code != 0:
             raise SlurmError(f"cannot expand node list {nodelist}: {last_line(err or out)}")
         return out.split()

@@ -9,6 +9,7 @@ container id so `squeue`/`scontrol` show it.
 
 from __future__ import annotations
 
+from scrunlib.errors import InvalidInput
 from scrunlib.slurm_version import SlurmVersion, supports_container_id
 
 TYPE_CHECKING = False
@@ -275,3 +276,36 @@ def cancel_argv(
     if signal is not None:
         argv.append(f"--signal={signal}")
     return [*argv, target]
+
+
+def version_argv(srun: str) -> list[str]:
+    """`srun --version`: `slurm 22.05.8` (scrunlib.slurm_version reads it)."""
+    return [srun, "--version"]
+
+
+def tagged_jobs_argv(squeue: str) -> list[str]:
+    """`squeue` listing the user's jobs, `ID COMMENT` a line (`tagged_container` reads the
+    comment)."""
+    return [squeue, "-h", "-o", "%i %k"]
+
+
+def job_record_argv(scontrol: str, job_id: int) -> list[str]:
+    """`scontrol` printing the job's record on one line (`parse_scontrol_record`)."""
+    return [scontrol, "-o", "show", "job", str(job_id)]
+
+
+def step_states_argv(sacct: str, job_id: int) -> list[str]:
+    """`sacct` listing the job's steps from accounting, `NAME|STATE` a line, in order."""
+    return [sacct, "-n", "-P", "-j", str(job_id), "-o", "JobName,State"]
+
+
+def hostnames_argv(scontrol: str, nodelist: str) -> list[str]:
+    """`scontrol` expanding a node list (`n[1-2]`) into its names, one a line."""
+    return [scontrol, "show", "hostnames", nodelist]
+
+
+def time_limit_argv(scontrol: str, job_id: int, time_limit: str) -> list[str]:
+    """`scontrol update` of the job's time limit (as Slurm writes one: `1:00:00`, `30`)."""
+    if not time_limit.strip() or any(char.isspace() or char == "=" for char in time_limit):
+        raise InvalidInput(f"update: invalid time limit {time_limit!r}")
+    return [scontrol, "update", f"JobId={job_id}", f"TimeLimit={time_limit}"]

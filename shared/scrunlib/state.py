@@ -19,7 +19,8 @@ container's steps and leaves a marker file beside state.json, `scrun resume` rem
 no command but the anchor ever rewrites state.json.
 
 This module is on the hot path (`scrun state`): a plain class, no dataclasses or typing,
-statuses as plain strings (enum costs ~2 ms to import), JSON through scrunlib.leanjson.
+statuses as plain strings, JSON through scrunlib.leanjson (tools/lint-tree/lint_tree/hotpath.py
+says why).
 """
 
 from __future__ import annotations

@@ -11,16 +11,21 @@ import os
 import select
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from fake_steps import FakeSteps
+from scrun_anchor.channel import ContainerStderr
 from scrun_anchor.container import Container
 from scrun_anchor.creation import Creation
 from scrun_anchor.staging import ContainerStaging
+from scrunlib import bundle as bundles
 from scrunlib import protocol
 from scrunlib.errors import InvalidInput, LuaError, SlurmError
+from scrunlib.launch import Launch, anchor_logging
+from scrunlib.log import LogSettings
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status
@@ -80,16 +85,15 @@ def spool(tmp_path: Path, bundle: Path) -> Spool:
 
 def creation(site: Site, spool: Spool, bundle: Path) -> Creation:
     return Creation(
-        spool=spool,
-        bundle_path=str(bundle),
-        config_file=None,
-        bundle_given=True,
-        pid_file=None,
-        console_socket=None,
-        slurm_conf_option=None,
-        site=site.config,
-        log_file=None,
-        log_format="json",
+        Launch(
+            spool=spool,
+            bundle=bundles.load(str(bundle)),
+            state=ContainerState.load(spool),
+            site=site.config,
+            log=anchor_logging(LogSettings(), spool.log_file),
+            log_file=None,
+            started=time.monotonic(),
+        )
     )
 
 
@@ -167,7 +171,7 @@ def test_a_refused_allocation_names_the_job_options_asked_for(
 def quick_reap(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake salloc never learns of a (faked) scancel: kill it at once. Steps being
     ended are looked for again at once (fake_steps counts listings, not seconds)."""
-    monkeypatch.setattr("scrun_anchor.teardown.REAP_SECONDS", 0.1)
+    monkeypatch.setattr("scrun_anchor.preparation.REAP_SECONDS", 0.1)
     monkeypatch.setattr("scrunlib.slurm.STEP_POLL_SECONDS", 0.01)
 
 
@@ -182,7 +186,7 @@ def test_a_job_that_ended_before_start_fails_the_start(fp, site, spool, bundle) 
     }
     assert saved(spool).status == Status.CREATED
     assert container.step is None  # no srun
-    container.stop_requested = "SIGTERM"  # what `scrun delete` sends next
+    container.life.stop("SIGTERM")  # what `scrun delete` sends next
     assert container.stop() == 0
     assert not os.path.exists(spool.socket)
 
@@ -358,7 +362,7 @@ def test_tasks_that_outlive_a_killed_srun_are_ended_before_stage_out(
     steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"}, lingers=1)
     seen = record_stage_out(monkeypatch, spool, steps)
     assert staged.handle({"op": "start"}) == {"ok": True}
-    staged.stop_requested = "SIGTERM"  # what `scrun delete` sends
+    staged.life.stop("SIGTERM")  # what `scrun delete` sends
     assert staged.stop() == 128 + signal.SIGKILL
     assert steps.events == [
         f"squeue: {JOB}.0 scrun",
@@ -394,7 +398,7 @@ def test_stage_out_is_left_to_delete_while_the_tasks_may_still_run(
 
 def test_kill_before_start_ends_the_container(fp, site, spool, created) -> None:
     assert created.handle({"op": "kill", "signal": 15}) == {"ok": True}
-    assert created.stop_requested
+    assert created.life.asked_to_stop
     fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
     assert created.stop() == 128 + 15
     assert saved(spool).exit_code == 143
@@ -468,7 +472,7 @@ def test_a_queued_job_is_created_at_once(spool, queued) -> None:
     state = saved(spool)
     assert (state.status, state.job_id, state.job_state) == (Status.CREATED, JOB, "PENDING")
     assert state.oci_state()["jobState"] == "PENDING"
-    assert queued.preparation.phase == "queued"
+    assert queued.life.phase == "queued"
 
 
 def test_start_while_queued_runs_the_step_once_granted(fp, site, spool, bundle, queued) -> None:
@@ -489,7 +493,7 @@ def test_a_queued_job_slurm_ends_ends_the_container(site, spool, queued) -> None
     queued.handle({"op": "start"})
     (site.bin / "salloc.revoke").touch()
     wait_for_preparation(queued)
-    assert queued.stop_requested
+    assert queued.life.ending
     assert queued.stop() == 1
     state = saved(spool)
     assert (
@@ -510,13 +514,14 @@ def test_kill_while_queued_withdraws_the_job(fp, site, spool, queued) -> None:
 
 def test_harmless_signals_do_not_end_a_queued_container(queued) -> None:
     assert queued.handle({"op": "kill", "signal": 28}) == {"ok": True}  # SIGWINCH
-    assert queued.stop_requested is None
+    assert not queued.life.ending
 
 
 def test_the_queue_is_told_on_stderr_once_per_reason(fp, site, spool, queued) -> None:
     read_end, write_end = os.pipe()
     watch = queued.queue
-    watch.notice_fd, watch.notices = write_end, True
+    watch.stderr.use(write_end)
+    watch.notices = True
     show_job = [site.tool("scontrol"), "-o", "show", "job", str(JOB)]
     for reason in ("Priority", "Priority", "Resources"):
         fp.register(show_job, stdout=f"JobId={JOB} JobState=PENDING Reason={reason}\n")
@@ -525,12 +530,24 @@ def test_the_queue_is_told_on_stderr_once_per_reason(fp, site, spool, queued) ->
     assert saved(spool).job_reason == "Resources"
     watch.granted("n2")
     os.close(write_end)
-    assert os.read(read_end, 4096).decode().splitlines() == [
+    assert os.read(read_end, 4096).decode().splitlines() == [  # the lines written so far
         f"scrun: job {JOB} pending (Priority)",
         f"scrun: job {JOB} pending (Resources)",
         f"scrun: job {JOB} running on n2",
     ]
     assert watch.poll == 30 and watch.seconds_to_next() > 25  # the site's queue_poll
+
+
+def test_a_terminal_container_is_told_on_its_terminal_not_on_our_stderr() -> None:
+    """With a console socket's terminal, fd 2 becomes the null device once the container is
+    served: every line for the user goes to the terminal (the channel's copy of it)."""
+    master, slave = os.openpty()
+    channel = ContainerStderr()
+    channel.use(slave)
+    os.close(slave)  # handed to the step
+    channel.say("scrun: error: the nodes cannot see /x")
+    assert os.read(master, 4096).replace(b"\r", b"") == b"scrun: error: the nodes cannot see /x\n"
+    os.close(master)
 
 
 # -- serve(): the event loop, with real signals and the real socket ------------------------

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from scrun_cli.main import main
-from scrun_cli.update import requested, set_fields, update_argv
+from scrun_cli.update import requested, set_fields
 from scrunlib.container_steps import ps_script, ps_table
 from scrunlib.errors import InvalidInput
+from scrunlib.slurm_commands import time_limit_argv
 from scrunlib.spool import Spool
 from scrunlib.state import TRANSITIONS, ContainerState, Status, process_start_time
 
@@ -239,7 +240,7 @@ def test_update_in_a_joined_job_is_refused(site, tmp_path, capsys):
 @pytest.mark.parametrize("limit", ["", "5 6", "5=6"])
 def test_a_time_limit_cannot_smuggle_another_field(limit):
     with pytest.raises(InvalidInput, match="invalid time limit"):
-        update_argv("scontrol", JOB, limit)
+        time_limit_argv("scontrol", JOB, limit)
 
 
 def test_runc_options_count_as_requests():

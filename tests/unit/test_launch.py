@@ -1,38 +1,56 @@
-"""The contract between `scrun create` and the anchor: command line and ready pipe."""
+"""The contract between `scrun create` and the anchor: the Launch (scrun-anchor builds it
+from its command line) and the ready pipe."""
 
+import json
 import os
 
-from scrunlib.launch import OPTIONS, Launch, ReadyPipe, Report, read_report
-from scrunlib.log import LogSettings
+from scrun_anchor.main import launch_from_options
+from scrunlib.launch import OPTIONS, ReadyPipe, Report, anchor_logging, read_report
+from scrunlib.log import INFO, LogSettings
 from scrunlib.options import parse
+from scrunlib.spool import Spool
+from scrunlib.state import ContainerState
 
 
-def test_the_anchor_parses_what_create_builds():
-    launch = Launch(
-        root="/run/scrun",
-        bundle="/b",
-        container_id="-odd-id",
-        ready_fd=5,
-        log_args=LogSettings(stderr=4, log_file="/l.json").as_args(),
-        bundle_is_cwd=True,
-        config_file="/b/alt.json",
-        pid_file="/p",
-        console_socket="/s",
-        slurm_conf="/etc/slurm.conf",
+def test_scrun_anchor_builds_from_its_options_the_launch_create_hands_over(tmp_path):
+    bundle = tmp_path / "b"
+    (bundle / "rootfs").mkdir(parents=True)
+    config = {"ociVersion": "1.0.2", "root": {"path": "rootfs"}, "process": {"args": ["x"]}}
+    (bundle / "alt.json").write_text(json.dumps(config))
+    spool = Spool(str(tmp_path / "root"), "c1")
+    os.makedirs(spool.root)
+    spool.create()
+    ContainerState(id="c1", bundle=str(bundle), rootfs=str(bundle / "rootfs")).save(spool)
+    argv = [
+        *("--root", spool.root, "--bundle", str(bundle), "--ready-fd", "5"),
+        *("--stderr-level=4", "--syslog-level=0", "--file-level=2", "--log-format=text"),
+        *("--log=/l.json", "--bundle-is-cwd", "--config", str(bundle / "alt.json")),
+        *("--pid-file", "/p", "--console-socket", "/s", "--slurm-conf", "/etc/slurm.conf"),
+        *("--", "c1"),
+    ]
+    values, words = parse(argv, OPTIONS, "usage")
+    launch = launch_from_options(values, words, 5)
+    assert launch.spool.container_id == "c1" and launch.state.id == "c1"
+    assert launch.bundle.config_file == str(bundle / "alt.json")
+    assert list(launch.bundle.args) == ["x"]
+    assert launch.ready_fd == 5 and not launch.bundle_given
+    assert (launch.pid_file, launch.console_socket) == ("/p", "/s")
+    assert launch.slurm_conf_option == "/etc/slurm.conf"
+    assert launch.log_file == "/l.json" and launch.log.log_file is None  # once created
+    assert (launch.log.stderr, launch.log.extra_file, launch.log.extra_level) == (
+        0,
+        spool.log_file,
+        4,
     )
-    values, words = parse(launch.argv(), OPTIONS, "usage")
-    assert words == ["-odd-id"]  # after `--`: an id that looks like an option stays an id
-    assert values["root"] == "/run/scrun" and values["bundle"] == "/b"
-    assert values["ready-fd"] == "5" and values["bundle-is-cwd"]
-    assert (values["pid-file"], values["console-socket"]) == ("/p", "/s")
-    assert values["slurm-conf"] == "/etc/slurm.conf"
-    assert values["config"] == "/b/alt.json"
-    assert (values["stderr-level"], values["log"]) == ("4", "/l.json")
+    assert launch.log.log_format == "text" and launch.log.program == "scrun-anchor"
 
 
-def test_optional_parts_are_left_out():
-    argv = Launch(root="/r", bundle="/b", container_id="c", ready_fd=3, log_args=[]).argv()
-    assert argv == ["--root", "/r", "--bundle", "/b", "--ready-fd", "3", "--", "c"]
+def test_the_anchor_logs_to_its_own_log_at_least_at_info():
+    caller = LogSettings(stderr=0, syslog=5, file=2, log_file="/l.json")
+    settings = anchor_logging(caller, "/spool/anchor.log")
+    assert (settings.stderr, settings.syslog, settings.file) == (0, 5, 2)
+    assert (settings.extra_file, settings.extra_level) == ("/spool/anchor.log", INFO)
+    assert settings.log_file is None
 
 
 def report_of(send: str | None) -> Report:

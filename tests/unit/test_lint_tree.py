@@ -1,6 +1,7 @@
 """tools/lint-tree: the import graph read from the source, its circles, the hot-path rule."""
 
 from lint_tree.__main__ import MAX_LINES, circle_problems, hot_path_problems, length_problems
+from lint_tree.children import child_problems
 from lint_tree.graph import circles, edges, modules
 from lint_tree.hotpath import HOT_PATHS
 
@@ -72,3 +73,35 @@ def test_a_module_over_the_length_limit_is_reported(tmp_path):
     assert length_problems(tmp_path) == [
         f"tools/long.py: {MAX_LINES + 1} lines (at most 500: split it)"
     ]
+
+
+def test_starting_or_waiting_for_a_process_outside_the_process_layer_is_reported(tmp_path):
+    found = write_tree(
+        tmp_path,
+        {
+            "scrunlib/__init__.py": "",
+            "scrunlib/processes.py": "import os\nimport subprocess\npid = os.fork()\n",
+            "pkg/__init__.py": "",
+            "pkg/a.py": "def f():\n    import subprocess\n",
+            "pkg/b.py": "import os\nos.waitpid(1, 0)\ncode = os.waitstatus_to_exitcode(0)\n",
+            "pkg/c.py": "from os import posix_spawn, getpid\nimport pty\npty.fork()\n",
+            "pkg/d.py": "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    import subprocess\n",
+            "pkg/e.py": "from asyncio import subprocess\nimport multiprocessing\n",
+            "pkg/f.py": "import os\nfd = os.pidfd_open(1)\nos.execv('x', [])\n",
+        },
+    )
+    rule = "only scrunlib.processes starts or waits for processes (lint_tree/children.py)"
+    assert child_problems(found, tmp_path) == [
+        f"shared/pkg/a.py:2: subprocess: {rule}",
+        f"shared/pkg/b.py:2: os.waitpid: {rule}",
+        f"shared/pkg/c.py:1: os.posix_spawn: {rule}",
+        f"shared/pkg/c.py:3: pty.fork: {rule}",
+        f"shared/pkg/e.py:1: asyncio.subprocess: {rule}",
+        f"shared/pkg/e.py:2: multiprocessing: {rule}",
+        f"shared/pkg/f.py:2: os.pidfd_open: {rule}",
+        f"shared/pkg/f.py:3: os.execv: {rule}",
+    ]
+
+
+def test_only_the_process_layer_starts_processes_in_the_tree():
+    assert child_problems(modules()) == []

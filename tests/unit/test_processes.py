@@ -152,3 +152,30 @@ def test_a_prelude_that_cannot_go_on_kills_the_child(tmp_path):
         processes.run(["/bin/sh", "-c", f"sleep 5; touch {marker}"], {}, 10, prelude=prelude)
     assert not marker.exists()
     assert not processes._running
+
+
+@pytest.mark.parametrize("how", ["spawn", "start"])
+def test_end_escalates_signal_by_signal_until_the_child_has_ended(how):
+    """One idiom for every child, however started: a grace, then each signal in turn."""
+    argv = ["/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"]
+    if how == "spawn":
+        child = spawn(argv, {}, stdin=0, stdout=1, stderr=2, new_session=True)
+    else:
+        child = processes.start(argv, {}, start_new_session=True)
+    told: list[int] = []
+    started = time.monotonic()
+    code = child.end(0.3, (signal.SIGTERM, signal.SIGKILL), group=False, escalating=told.append)
+    assert (code, told) == (-signal.SIGKILL, [signal.SIGTERM, signal.SIGKILL])
+    assert 0.6 <= time.monotonic() - started < 5
+    assert child.poll() == child.wait_ended() == -signal.SIGKILL
+
+
+def test_end_returns_at_once_for_a_child_that_ends_in_its_grace():
+    child = processes.start(["/bin/sh", "-c", "exit 3"], {})
+    told: list[int] = []
+    assert child.end(10, escalating=told.append) == 3 and told == []
+
+
+def test_a_forked_function_exits_with_what_it_returns():
+    child = processes.fork(lambda: 7)
+    assert child.wait(10) == 7

@@ -243,7 +243,8 @@ def test_a_hung_command_is_killed_and_reported(hung_slurm, name, call):
 
 def test_no_slurm_command_imports_plumbum(tmp_path):
     """srun --version, salloc, scontrol, scancel and squeue: most sit on the paths podman and
-    docker wait for (create, kill, stop), and the anchor must not carry plumbum's ~13 MB."""
+    docker wait for (create, kill, stop), and the anchor must not carry plumbum's memory
+    (lint_tree/hotpath.py)."""
     fakes = {
         "srun": "echo slurm 22.05.8",
         # runs the job holder after `--` in job 7, as salloc does
@@ -316,8 +317,8 @@ def test_in_a_rootless_namespace_every_command_runs_as_the_real_user(fp, slurm, 
     fp.register([*as_user, f"{bindir}/scancel", "--quiet", "8"])
     fp.register([*as_user, f"{bindir}/srun", "--jobid", "8"])
     client.cancel(8)
-    step = client.popen([f"{bindir}/srun", "--jobid", "8"], env={})
-    step.wait()
+    step = client.start([f"{bindir}/srun", "--jobid", "8"], env={})
+    step.wait_ended()
     assert all(os.path.basename(call[0]) == "unshare" for call in fp.calls)
     # salloc is spawned without subprocess (scrunlib.processes): its command line is checked here
     spawned = []

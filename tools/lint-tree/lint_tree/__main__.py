@@ -3,11 +3,14 @@ problem."""
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from scrunlib import processes
+
+from lint_tree.children import child_problems
 from lint_tree.graph import TREE, Module, circles, edges, modules, resolve
 from lint_tree.hotpath import HOT_PATHS, HotPath, allowed
 
@@ -24,10 +27,10 @@ def circle_problems(found: dict[str, Module]) -> list[str]:
 def interpreter_start() -> set[str]:
     """The modules this Python holds before running any code of its own."""
     listing = "import sys; sys.stdout.write(' '.join(sys.modules))"
-    result = subprocess.run(
-        [sys.executable, "-c", listing], capture_output=True, text=True, timeout=60, check=True
-    )
-    return set(result.stdout.split())
+    code, out, err = processes.run([sys.executable, "-c", listing], dict(os.environ), 60)
+    if code != 0:
+        raise SystemExit(f"lint_tree: {sys.executable} failed: {err.strip()}")
+    return set(out.split())
 
 
 def hot_path_problems(
@@ -76,6 +79,7 @@ def main() -> int:
         *circle_problems(found),
         *hot_path_problems(found, interpreter_start()),
         *length_problems(),
+        *child_problems(found),
     ]
     for problem in dict.fromkeys(problems):
         print(problem, file=sys.stderr)

@@ -82,7 +82,7 @@ def _statements(body: list[ast.stmt], eager: bool) -> Iterator[tuple[ast.stmt, b
         yield node, eager
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             yield from _statements(node.body, eager=False)
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+        elif isinstance(node, ast.If) and is_type_checking(node.test):
             yield from _statements(node.body, eager=False)
             yield from _statements(node.orelse, eager)
         else:
@@ -93,7 +93,7 @@ def _statements(body: list[ast.stmt], eager: bool) -> Iterator[tuple[ast.stmt, b
                     yield from _statements(child.body, eager)
 
 
-def _is_type_checking(test: ast.expr) -> bool:
+def is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )

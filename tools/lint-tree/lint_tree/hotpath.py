@@ -1,19 +1,35 @@
 """The hot path's import rules, declared once: read by `make lint` (statically, from the
-source) and by tests/unit/test_lean_imports.py (at run time, the backstop).
+source) and by tests/unit/test_lean_imports.py (at run time, the backstop). The figures
+below are stated here only: the modules that keep an import off the path say which, and
+refer here for what it would cost.
 
 podman and docker wait for `scrun state`, `create` (until the anchor it forks says
 `created`), `start`, `kill` and `delete`, many times per container; a bare interpreter
-starts in ~10 ms, and every standard module imported on top costs about as much again as
-it looks cheap: measured with `python3.11 -X importtime` on the test machine, typing ~5 ms
-(and 0.7 MB in the anchor), dataclasses ~5 ms, json or re 4.5-9 ms, subprocess ~9 ms,
-enum ~4 ms, shutil ~7 ms, tempfile ~5 ms, collections.abc ~2 ms, contextlib ~1 ms,
-plumbum 35-80 ms, loguru 57-91 ms (which is why scrunlib.log is its own engine). So the
-modules on those paths import, when they are imported, only scrun's own modules, what the
-interpreter already holds at start, and the few listed below; what they need only for
-typing sits under `if TYPE_CHECKING:` (TYPE_CHECKING being a plain False: `typing` itself
-is not imported), what a rarer branch needs is imported in that branch (`import
+starts in ~10 ms (`scrun state` in ~11 ms), and every standard module imported on top costs
+about as much again as it looks cheap. Measured with `python3.11 -X importtime`
+(cumulative) on the test machine, what each would add to a process that imports it:
+
+    typing ~5 ms (and 0.7 MB in the anchor)    dataclasses ~5 ms
+    json 5-9 ms (re included)                  re ~4 ms (getopt: gettext and re)
+    enum ~3 ms                                 socket ~5 ms (enum, selectors)
+    subprocess ~9 ms (locale, re, threading, selectors, signal, enum)
+    shutil ~7 ms (fnmatch, re)                 tempfile ~5 ms
+    collections.abc ~2 ms                      contextlib ~1 ms
+    datetime ~1 ms                             time.strptime ~3 ms
+    scrunlib.slurm ~15 ms (subprocess, re, enum: what `delete` needs after a dead anchor)
+    the container module of the anchor ~10 ms (subprocess, selectors, signal, socket)
+    plumbum 55-63 ms (and ~15 MB)              loguru 53-60 ms (and ~14 MB)
+    an interpreter's own teardown ~5 ms        a new interpreter for the anchor ~20 ms
+
+So the modules on those paths import, when they are imported, only scrun's own modules,
+what the interpreter already holds at start, and the few listed below; what they need only
+for typing sits under `if TYPE_CHECKING:` (TYPE_CHECKING being a plain False: `typing`
+itself is not imported), what a rarer branch needs is imported in that branch (`import
 subprocess` in the function that runs one), and a `try/except` stands where
-`contextlib.suppress` would pull contextlib in (`# noqa: SIM105`).
+`contextlib.suppress` would pull contextlib in (`# noqa: SIM105`). Classes are plain ones
+(no dataclasses), constants plain strings (no enum), JSON goes through scrunlib.leanjson,
+signals through scrunlib.signals, logging through scrunlib.log (not loguru), `scrun`
+leaves with os._exit (no teardown), and `create` forks the anchor (no new interpreter).
 
 Imports inside functions are not followed by the static check: the run-time test, which
 runs the commands in a fresh interpreter, sees those too.

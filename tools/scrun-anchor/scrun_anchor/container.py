@@ -5,14 +5,16 @@ Container.serve(): fetch the job environment (while podman prepares `start`); an
            `start` (launch the srun step, or remember it until the preparation is ready:
            a job still queued, a stage-in still running) and `kill`; while the job waits
            in the queue, read its reason now and then and say it on the container's
-           stderr; notice the step's end, a SIGTERM/SIGINT (what `scrun delete` sends),
-           the job's end, or a failed preparation; then stop().
-Container.stop(): `stopping`; end the step (scancel, then SIGTERM → SIGKILL to a stuck
+           stderr; tell the Life (scrun_anchor.life, the container's one state machine)
+           of the step's end, a SIGTERM/SIGINT (what `scrun delete` sends), or a failed
+           preparation or launch; then stop().
+Container.stop(): (stopping) end the step (scancel, then SIGTERM → SIGKILL to a stuck
            srun; then its steps cancelled in Slurm until none is listed: its tasks have
-           ended), record the exit code, end the preparation (a queued job withdrawn,
-           stage-out once the tasks have ended, the job ended: salloc ends it with the
-           container's exit status; only our steps in a job we joined), `stopped`, remove
-           the socket, return the container's exit code (128+N for signal N).
+           ended), record the exit code, end the preparation (a queued job withdrawn;
+           stage-out once the tasks have ended: staged out; the job ended, salloc ending
+           it with the container's exit status, only our steps in a job we joined: done,
+           `stopped`), remove the socket, return the container's exit code (128+N for
+           signal N).
 Every wait is bounded but the queue's (a pending job waits for as long as Slurm keeps it;
 the anchor sleeps in select() meanwhile, reading the job's reason every `queue_poll`
 seconds). state.json is written at every transition: it is what the other scrun commands read.
@@ -23,7 +25,6 @@ from __future__ import annotations
 import os
 import select
 import signal
-import subprocess
 import time
 from types import FrameType
 
@@ -37,9 +38,9 @@ from scrunlib.slurm_commands import (
 )
 from scrunlib.state import Status, process_start_time, shell_exit_code
 
-from scrun_anchor.preparation import FAILED, QUEUED, READY
+from scrun_anchor.channel import ContainerStderr
+from scrun_anchor.life import Event, Phase
 from scrun_anchor.queue import QueueWatch
-from scrun_anchor.teardown import close_server, end_preparation
 
 # srun's status for a step the cgroup OOM killer ended: a plain failure, not 128+9
 SRUN_OUT_OF_MEMORY = 1
@@ -53,9 +54,11 @@ STEP_END_PATIENCE = 2.0
 # yet ignores them; any other ends it, as it would end its process.
 HARMLESS_SIGNALS = frozenset({signal.SIGWINCH, signal.SIGCHLD, signal.SIGURG, signal.SIGCONT})
 
-TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
+TYPE_CHECKING = False  # typing is off the anchor's path (lint_tree/hotpath.py)
 if TYPE_CHECKING:
     from typing import Any
+
+    from scrunlib.processes import Child
 
     from scrun_anchor.created import Created
 
@@ -64,25 +67,30 @@ class Container:
     """The anchor once the container is created: serves `start` and `kill` until the
     container ends, then cleans up. `step` is the srun of the container's step, None until
     it is launched; `pty_slave` the terminal the step gets, None without one or once handed
-    over. (A plain class: dataclasses would cost every anchor ~5 ms of imports.)"""
+    over. (A plain class: the anchor does without dataclasses, lint_tree/hotpath.py.)"""
 
     def __init__(self, created: Created) -> None:
         self.spool, self.state, self.bundle = created.spool, created.state, created.bundle
+        self.life = created.life  # where the container is: the one state machine
         self.preparation, self.slurm, self.site = created.preparation, created.slurm, created.site
         self.server = protocol.serving(created.server)
         self.pty_slave, self.clock = created.pty_slave, created.clock
         self.step_args = created.step_args  # SCRUN_* options for the step's srun
+        self.stderr = ContainerStderr()  # the one channel to the user
         self.queue = QueueWatch(
             self.slurm,
             self.state,
             self.spool,
+            self.stderr,
             notices=created.notices,
             notice_delay=self.site.pending_notice,
             poll=self.site.queue_poll,
         )
-        self.step: subprocess.Popen[bytes] | None = None
+        self.step: Child | None = None
         self.step_started = 0.0  # time.monotonic() when the step was started
-        self.stop_requested: str | None = None
+        # a stop signal's name, until the loop tells the Life (not in the handler: it may
+        # run while state.json is being written)
+        self.stop_signal: str | None = None
         self.exit_code = 0
 
     # ------------------------------------------------------------------ serve
@@ -99,12 +107,12 @@ class Container:
             # The console socket's pty is the container's stdio; ours is the caller's. (With
             # a terminal and no console socket, `scrun run` in the foreground: the caller's
             # terminal is the container's, srun --pty takes it over.)
-            self.queue.notice_fd = os.dup(self.pty_slave)
+            self.stderr.use(self.pty_slave)
             _detach_stdio()
         log.verbose(f"container {self.state.id} created in job {self.state.job_id}")
-        if self.preparation.phase == READY:
+        if self.life.phase == Phase.READY:
             self._fetch_job_env()
-        while self.stop_requested is None and not self._step_ended():
+        while self._goes_on():
             preparing = self.preparation.watch()
             fds = [self.server.fileno(), wake_read] + ([preparing] if preparing else [])
             readable, _, _ = select.select(fds, [], [], self._timeout())
@@ -114,9 +122,18 @@ class Container:
                 self._serve_one()
             if preparing is not None and preparing in readable:
                 self._advance()
-            elif self.preparation.phase == QUEUED:
+            elif self.life.phase == Phase.QUEUED:
                 self.queue.check()
         return self.stop()
+
+    def _goes_on(self) -> bool:
+        """Whether serving goes on: the Life told of a stop signal or of the step's end,
+        false once the container's end has begun."""
+        if self.stop_signal is not None:
+            self.life.stop(self.stop_signal)
+        if not self.life.ending and self.step is not None and self.step.poll() is not None:
+            self.life.transition(Event.STEP_ENDED)
+        return not self.life.ending
 
     def _timeout(self) -> float | None:
         """How long the loop may sleep: a running step is also polled each second (SIGCHLD
@@ -124,37 +141,34 @@ class Container:
         happens."""
         if self.step is not None:
             return 1.0
-        if self.preparation.phase == QUEUED:
+        if self.life.phase == Phase.QUEUED:
             return self.queue.seconds_to_next()
         return None
-
-    def _step_ended(self) -> bool:
-        return self.step is not None and self.step.poll() is not None
 
     def _advance(self) -> None:
         """The preparation's next step (the job granted or ended, stage-in done), and what
         follows from it: the waiting `start` is carried out, a failure ends the container."""
-        was_queued = self.preparation.phase == QUEUED
+        was_queued = self.life.phase == Phase.QUEUED
         self.preparation.advance()
-        phase = self.preparation.phase
-        if was_queued and phase != FAILED:
+        if was_queued and not self.life.ending:
             self.queue.granted(self.state.nodes or "")
         self.state.save(self.spool)
-        if phase == FAILED:
-            error = self.preparation.error
-            message = error.message if error is not None else "preparation failed"
-            self.exit_code = error.exit_code if error is not None else 1
-            self.state.error = message
-            self.queue.say(f"scrun: error: {message}")
-            self.stop_requested = "its preparation failed"
-        elif phase == READY and self.state.status == Status.RUNNING and self.step is None:
+        if self.life.ending:  # it failed
+            error = self.preparation.error or ScrunError("preparation failed")
+            self._failed(error)
+        elif self.life.phase == Phase.READY and self.state.status == Status.RUNNING:
             try:
                 self._launch()
             except ScrunError as exc:
-                self.exit_code = exc.exit_code
-                self.state.error = exc.message
-                self.queue.say(f"scrun: error: {exc.message}")
-                self.stop_requested = "its step could not be launched"
+                self._failed(exc)
+                self.life.transition(Event.FAILED, "its step could not be launched")
+
+    def _failed(self, error: ScrunError) -> None:
+        """The container cannot run: its exit code and error are `error`'s; the user is
+        told."""
+        self.exit_code = error.exit_code
+        self.state.error = error.message
+        self.stderr.say(f"scrun: error: {error.message}")
 
     def _fetch_job_env(self) -> None:
         """Fetch the job environment now, while podman prepares `start` (which would wait
@@ -167,7 +181,7 @@ class Container:
             log.verbose(f"no job environment yet: {exc.message}")
 
     def _on_stop_signal(self, signum: int, _frame: FrameType | None) -> None:
-        self.stop_requested = signal.Signals(signum).name
+        self.stop_signal = signal.Signals(signum).name
 
     def _serve_one(self) -> None:
         try:
@@ -209,10 +223,7 @@ class Container:
             return
         if state.status != Status.CREATED:
             raise StateError(f"container {state.id!r} is {state.status}, it cannot start")
-        if self.preparation.phase == FAILED:
-            error = self.preparation.error
-            raise StateError(f"container {state.id!r} cannot start: {error}")
-        if self.preparation.phase == READY:
+        if self.life.phase == Phase.READY:
             self._launch()
             return
         log.verbose(f"start requested; the step starts once job {state.job_id} is ready")
@@ -248,7 +259,7 @@ class Container:
         log.verbose(f"starting step: {' '.join(argv)}")
         if self.pty_slave is not None:
             argv = procio.when_sized(argv)
-        self.step = self.slurm.popen(argv, env, **procio.srun_stdio(self.pty_slave))
+        self.step = self.slurm.start(argv, env, **procio.srun_stdio(self.pty_slave))
         self.step_started = time.monotonic()
         if self.pty_slave is not None:
             os.close(self.pty_slave)
@@ -257,9 +268,8 @@ class Container:
         self.clock.start("run")
         state.step_pid = self.step.pid
         state.step_start_time = process_start_time(self.step.pid)
-        if state.status != Status.RUNNING:
-            state.transition(Status.RUNNING)
         state.save(self.spool)
+        self.life.transition(Event.LAUNCHED)  # state.json: running
 
     def _kill(self, signum: int) -> None:
         state = self.state
@@ -269,7 +279,7 @@ class Container:
             if signum in HARMLESS_SIGNALS:
                 return
             self.exit_code = 128 + signum
-            self.stop_requested = f"signal {signum} before its step started"
+            self.life.stop(f"signal {signum} before its step started")
         elif state.status == Status.RUNNING:
             self._signal_step(signum)
 
@@ -291,10 +301,14 @@ class Container:
     def stop(self) -> int:
         """End the container, in this order: its step (srun, then its tasks on the nodes,
         confirmed by Slurm), stage-out, the job; only then is it `stopped` (until then
-        `scrun state` says it runs, and `kill` and `start` no longer ask us)."""
+        `scrun state` says it runs, and `kill` and `start` no longer ask us). The Life goes
+        through stopping, staged out and done."""
         state = self.state
-        state.transition(Status.STOPPING)
-        state.save(self.spool)
+        if not self.life.ending:  # called without serve(): the step's end, or none
+            if self.step is not None:
+                self.life.transition(Event.STEP_ENDED)
+            else:
+                self.life.stop("the anchor ends")
         tasks_ended = True
         if self.step is not None:
             status = self._end_step(self.step)
@@ -305,18 +319,16 @@ class Container:
                 status = -signal.SIGKILL  # what the OOM killer sent: 137, as crun reports it
             self.exit_code = shell_exit_code(status)
             self.clock.stop("run")
-        if self.stop_requested:
-            log.info(f"stopping container {state.id}: {self.stop_requested}")
+        if self.life.asked_to_stop:
+            log.info(f"stopping container {state.id}: {self.life.why}")
         if self.exit_code != 0 and self.step is not None:
             self._report_job_end()
             if self._failed_at_launch():
                 self._explain_failed_launch()
         state.exit_code = self.exit_code
         state.save(self.spool)  # should we die in stage-out, `state` has the exit code
-        end_preparation(self.preparation, self.exit_code, tasks_ended=tasks_ended)
-        state.transition(Status.STOPPED)
-        state.save(self.spool)
-        close_server(self.server, self.spool)
+        self.preparation.end(self.exit_code, tasks_ended=tasks_ended)  # done: `stopped`
+        protocol.stop_listening(self.server, self.spool.socket)
         log.verbose(f"container {state.id} stopped with exit code {self.exit_code}")
         log.debug(f"container {state.id} phases: {self.clock.summary()}")
         return self.exit_code
@@ -326,26 +338,28 @@ class Container:
         step ran)."""
         return self.state.job_id or 0
 
-    def _end_step(self, step: subprocess.Popen[bytes]) -> int:
+    def _end_step(self, step: Child) -> int:
         """Wait for the step's srun and return its status: cancel the step first if we are
         asked to stop, and escalate SIGTERM → SIGKILL if srun does not go away in time."""
         status = step.poll()
         if status is not None:
             return status
-        if self.stop_requested:  # delete, SIGTERM: end it now, as upstream does, with SIGKILL
+        if self.life.asked_to_stop:  # delete, SIGTERM: end it now, as upstream does: SIGKILL
             try:
                 self._signal_step(signal.SIGKILL)
             except SlurmError as exc:
                 log.error(str(exc))
-        for escalation in (None, signal.SIGTERM, signal.SIGKILL):
-            if escalation is not None:
-                log.error(f"srun {step.pid} still running; sending {escalation.name}")
-                step.send_signal(escalation)
-            try:
-                return step.wait(timeout=self.site.step_grace)
-            except subprocess.TimeoutExpired:
-                continue
-        return step.wait()
+
+        def escalating(signum: int) -> None:
+            log.error(f"srun {step.pid} still running; sending {signal.Signals(signum).name}")
+
+        # srun shares our process group (it leads one only with a terminal): it alone
+        return step.end(
+            self.site.step_grace,
+            (signal.SIGTERM, signal.SIGKILL),
+            group=False,
+            escalating=escalating,
+        )
 
     def _end_tasks(self) -> bool:
         """Whether the container's tasks have ended on the nodes, as Slurm says once its
@@ -356,7 +370,7 @@ class Container:
         state, job_id = self.state, self._job_id()
         names = container_step_names(state.step_name, state.existing_job)
         grace = self.site.step_grace
-        patience = 0.0 if self.stop_requested else min(STEP_END_PATIENCE, grace / 2)
+        patience = 0.0 if self.life.asked_to_stop else min(STEP_END_PATIENCE, grace / 2)
         try:
             if self.slurm.end_steps(job_id, names, grace, cancel_after=patience):
                 return True
@@ -391,7 +405,7 @@ class Container:
         neither Slurm nor a stop request ended it)."""
         return (
             self.step is not None
-            and self.stop_requested is None
+            and not self.life.asked_to_stop
             and self.state.error is None
             and time.monotonic() - self.step_started < nodecheck.LAUNCH_WINDOW
         )
@@ -420,9 +434,7 @@ class Container:
         if message is not None:
             state.error = message
             log.error(message)
-            # the one line the user sees, after srun's own: on the container's stderr,
-            # which podman and docker show (our log lines go to the logs, not there)
-            os.write(2, f"scrun: error: {message}\n".encode(errors="backslashreplace"))
+            self.stderr.say(f"scrun: error: {message}")  # the one line the user sees
 
 
 def _drain(fd: int) -> None:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from scrunlib.spool import Spool
     from scrunlib.state import ContainerState
 
+    from scrun_anchor.life import Life
     from scrun_anchor.preparation import Preparation
 
 
@@ -26,6 +27,7 @@ class Created:
         self,
         *,
         spool: Spool,
+        life: Life,
         state: ContainerState,
         bundle: Bundle,
         preparation: Preparation,
@@ -37,7 +39,7 @@ class Created:
         clock: PhaseClock,
         notices: bool,
     ) -> None:
-        self.spool, self.state, self.bundle = spool, state, bundle
+        self.spool, self.life, self.state, self.bundle = spool, life, state, bundle
         self.preparation = preparation
         self.step_args = step_args  # SCRUN_* options for the step's srun
         self.slurm, self.site, self.server = slurm, site, server

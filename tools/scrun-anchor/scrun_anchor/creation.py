@@ -10,9 +10,9 @@ before `created` undoes what was done before reporting.
 
 This phase imports only what it needs, which is little: os, scrun's own modules, and the
 interpreter's built-in `_signal` and `_socket` (scrunlib.signals, the raw socket of
-scrunlib.protocol). What serving the container needs
-(scrun_anchor.container: subprocess, selectors, signal, socket: ~10 ms) is imported while
-salloc waits for slurmctld, and the job's record (scontrol) is fetched once `created` is
+scrunlib.protocol). What serving the container needs (scrun_anchor.container: subprocess,
+selectors, signal, socket; their cost: lint_tree/hotpath.py) is imported while salloc
+waits for slurmctld, and the job's record (scontrol) is fetched once `created` is
 reported, while podman prepares `start`, unless stage-in needs it first.
 """
 
@@ -21,26 +21,26 @@ from __future__ import annotations
 import os
 import time
 
-from scrunlib import bundle as bundles
-from scrunlib import job_options, log, procio, protocol, userns
+from scrunlib import job_options, log, processes, procio, protocol, userns
 from scrunlib.errors import ScrunError
 from scrunlib.files import write_atomically
 from scrunlib.phases import PhaseClock
 from scrunlib.signals import SIGINT, SIGTERM, set_handler
-from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm
-from scrunlib.spool import SLURM_VERSION_CACHE, Spool, dir_name
-from scrunlib.state import ContainerState, Status, process_start_time
+from scrunlib.spool import SLURM_VERSION_CACHE, dir_name
+from scrunlib.state import Status, process_start_time
 
 from scrun_anchor.created import Created
-from scrun_anchor.preparation import FAILED, QUEUED, READY, Preparation, require_running
+from scrun_anchor.life import Life, Phase
+from scrun_anchor.preparation import Preparation, require_running
 from scrun_anchor.staging import load_stager
-from scrun_anchor.teardown import close_server, end_preparation
 
-TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
+TYPE_CHECKING = False  # typing is off the anchor's path (lint_tree/hotpath.py)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
+
+    from scrunlib.launch import Launch
 
 # How often create looks at salloc's messages for the id of a job Slurm has queued.
 QUEUE_CHECK_SECONDS = 0.05
@@ -58,6 +58,8 @@ def _raise_cancelled(signum: int, _frame: FrameType | None) -> None:
 def _load_serving() -> None:
     """Import what serving the container needs, while salloc waits for slurmctld."""
     import scrun_anchor.container  # noqa: F401
+
+    processes.preload()
 
 
 class Undo:
@@ -85,40 +87,24 @@ class Undo:
 
 
 class Creation:
-    """The anchor until the container is created: what `scrun create` asked for, and the
-    state.json record it started."""
+    """The anchor until the container is created: what `scrun create` handed over (the
+    Launch: its loaded bundle, the state.json record it started, what it was asked for)."""
 
-    def __init__(
-        self,
-        *,
-        spool: Spool,
-        bundle_path: str,
-        config_file: str | None,
-        bundle_given: bool,
-        pid_file: str | None,
-        console_socket: str | None,
-        slurm_conf_option: str | None,
-        site: SiteConfig,
-        log_file: str | None,
-        log_format: str,
-    ) -> None:
-        self.spool = spool
-        self.pid_file = pid_file
-        self.console_socket = console_socket
-        self.site = site
-        self.log_file = log_file
-        self.log_format = log_format
-        parse_started = time.monotonic()
-        self.bundle = bundles.load(bundle_path, config_file)
+    def __init__(self, launch: Launch) -> None:
+        self.spool, self.bundle, self.state = launch.spool, launch.bundle, launch.state
+        self.pid_file = launch.pid_file
+        self.console_socket = launch.console_socket
+        self.site = launch.site
+        self.log_file = launch.log_file
+        self.log_format = launch.log.log_format
         # None when create defaulted to its cwd: scripts are told so (orig_bundle nil).
-        self.submission_bundle = self.bundle.path if bundle_given else None
-        self.state = ContainerState.load(spool)
+        self.submission_bundle = self.bundle.path if launch.bundle_given else None
         self.clock = PhaseClock(self.state.phases)
-        self.clock.start("parse", at=parse_started)
+        self.clock.start("parse", at=launch.started)
         self.environ = job_options.merge_environment(dict(os.environ), self.bundle.env)
-        self.slurm_conf = site.slurm_conf_path(slurm_conf_option, self.environ)
-        version_cache = os.path.join(spool.root, SLURM_VERSION_CACHE)
-        self.slurm = Slurm(site, self.slurm_conf, version_cache=version_cache)
+        self.slurm_conf = self.site.slurm_conf_path(launch.slurm_conf_option, self.environ)
+        version_cache = os.path.join(self.spool.root, SLURM_VERSION_CACHE)
+        self.slurm = Slurm(self.site, self.slurm_conf, version_cache=version_cache)
 
     def create(self) -> Created:
         """Bring the container to `created`, or undo everything and raise."""
@@ -164,10 +150,12 @@ class Creation:
             pty_slave = procio.send_console(self.console_socket)
             undo.callback(os.close, pty_slave)
         server = protocol.listen(self.spool.socket)
-        undo.callback(close_server, server, self.spool)
+        undo.callback(protocol.stop_listening, server, self.spool.socket)
         self.clock.stop("parse")
+        life = Life(state, self.spool)
         preparation = Preparation(
             slurm=self.slurm,
+            life=life,
             state=state,
             spool=self.spool,
             bundle=self.bundle,
@@ -179,7 +167,7 @@ class Creation:
             log_file=self.log_file,
             log_format=self.log_format,
         )
-        undo.callback(end_preparation, preparation)
+        undo.callback(preparation.end)
         self._get_job(request, preparation)
         self._wait(preparation)
         if preparation.error is not None:
@@ -189,6 +177,7 @@ class Creation:
         self._write_pid_file()
         return Created(
             spool=self.spool,
+            life=life,
             state=state,
             bundle=self.bundle,
             preparation=preparation,
@@ -232,7 +221,7 @@ class Creation:
             f"{name}={self.environ[name]}"
             for name in job_options.allocation_variables(self.environ)
         ]
-        if preparation.failed_in != QUEUED or not asked:
+        if preparation.life.ended_in != Phase.QUEUED or not asked:
             return error
         return type(error)(f"{error.message} (job options: {', '.join(asked)})")
 
@@ -241,8 +230,8 @@ class Creation:
         quick: a job Slurm has queued returns at once (its id known), a stage-in still
         running after the site's `create_wait` seconds goes on after `created`."""
         deadline = time.monotonic() + self.site.create_wait
-        while preparation.phase not in (READY, FAILED):
-            if preparation.phase == QUEUED:
+        while preparation.life.preparing:
+            if preparation.life.phase == Phase.QUEUED:
                 job_id = preparation.queued_job_id()
                 if job_id is not None:
                     self.state.job_id, self.state.job_state = job_id, "PENDING"
@@ -257,7 +246,7 @@ class Creation:
             fd = preparation.watch()
             if fd is not None and not _readable(fd, timeout):
                 continue
-            was_queued = preparation.phase == QUEUED
+            was_queued = preparation.life.phase == Phase.QUEUED
             preparation.advance()
             if was_queued:  # the job's id, should the anchor die before `created`
                 self.state.save(self.spool)
@@ -270,7 +259,7 @@ class Creation:
 
 def _readable(fd: int, timeout: float) -> bool:
     """Whether `fd` becomes readable within `timeout` seconds."""
-    import select  # built into the interpreter's library, ~0.1 ms
+    import select  # built into the interpreter's library: next to nothing
 
     poller = select.poll()
     poller.register(fd, select.POLLIN)

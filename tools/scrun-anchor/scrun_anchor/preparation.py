@@ -1,16 +1,15 @@
-"""Getting a container ready to start: its job granted, scrun.lua's stage-in done, a bundle
-slurmd can run. `create` waits for this only while it is quick; a job that waits in the
-queue, or a long stage-in, goes on after `created` while the anchor serves requests.
+"""Getting a container ready to start, and what that got undone at its end: its job
+granted, scrun.lua's stage-in done, a bundle slurmd can run; then stage-out and the job's
+end. `create` waits for the start only while it is quick; a job that waits in the queue,
+or a long stage-in, goes on after `created` while the anchor serves requests.
 
-    queued ──> staging ──> ready
-       │          │
-       └──────────┴──> failed
-
+The container's phases are scrun_anchor.life's (queued, staging, ready; stopping, staged
+out, done): this module tells the Life what happened (`granted`, `staged`, `failed`,
+`staged out`, `released`) and reads its phase.
 queued   salloc has submitted the job; its answer pipe becomes readable when Slurm grants
          or ends it (no polling: the anchor sleeps in select()).
 staging  scrun.lua's stage-in, in a worker thread (Lua and its commands block for as long
          as they take); the thread's done pipe wakes the anchor.
-ready    what the step runs is known; `start` launches it.
 failed   `error` says why; the container ends with it, as a created container that never ran.
 
 Only the anchor's main thread calls these methods and touches the container's state; the
@@ -23,23 +22,26 @@ import os
 
 from scrunlib import bundle as bundles
 from scrunlib import jobenv, log, processes
+from scrunlib.bundle import remove_node_copy
 from scrunlib.errors import ScrunError, SlurmError
 from scrunlib.slurm import Allocation, Slurm, Submission, cluster_name
 from scrunlib.slurm_version import SlurmVersion, runtime_makes_terminal
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
 
+from scrun_anchor.life import Event, Life, Phase
 from scrun_anchor.staging import ContainerStaging
 
-TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
+TYPE_CHECKING = False  # typing is off the anchor's path (lint_tree/hotpath.py)
 if TYPE_CHECKING:
     from scrunlib.lua.stage import Stager
     from scrunlib.phases import PhaseClock
 
-QUEUED, STAGING, READY, FAILED = "queued", "staging", "ready", "failed"
-
 # How long an abandoned stage-in may take to end once its commands were killed.
 ABANDON_SECONDS = 30.0
+
+# How long salloc may take to notice that its job was cancelled before it is killed.
+REAP_SECONDS = 10.0
 
 
 class JobEnvironment:
@@ -87,12 +89,13 @@ def require_running(job_id: int, record: dict[str, str]) -> None:
 class Preparation:
     """From a submitted (or joined) job to a container ready to start. `watch()` is the fd
     to wait on while it is neither ready nor failed; `advance()` takes the next step once
-    that fd is readable."""
+    that fd is readable. At the container's end, `end()` undoes it."""
 
     def __init__(
         self,
         *,
         slurm: Slurm,
+        life: Life,
         state: ContainerState,
         spool: Spool,
         bundle: bundles.Bundle,
@@ -104,13 +107,12 @@ class Preparation:
         log_file: str | None,
         log_format: str,
     ) -> None:
-        self.slurm, self.state, self.spool, self.bundle = slurm, state, spool, bundle
+        self.slurm, self.life, self.state, self.spool = slurm, life, state, spool
+        self.bundle = bundle
         self.submission_bundle, self.stager, self.version = submission_bundle, stager, version
         self.clock = clock
         self.pid_file, self.log_file, self.log_format = pid_file, log_file, log_format
-        self.phase = QUEUED
-        self.error: ScrunError | None = None  # set when phase is FAILED
-        self.failed_in = ""  # the phase it failed in
+        self.error: ScrunError | None = None  # why it failed
         self.submission: Submission | None = None  # our job while it is queued
         self.allocation: Allocation | None = None  # our job once granted; None: joined
         self.job_env: JobEnvironment | None = None  # once the job is granted
@@ -136,9 +138,9 @@ class Preparation:
     def watch(self) -> int | None:
         """The fd whose readability means `advance()` has something to do; None when ready
         or failed."""
-        if self.phase == QUEUED and self.submission is not None:
+        if self.life.phase == Phase.QUEUED and self.submission is not None:
             return self.submission.fileno()
-        if self.phase == STAGING and self._worker is not None:
+        if self.life.phase == Phase.STAGING and self._worker is not None:
             return self._worker.done_fd
         return None
 
@@ -146,7 +148,7 @@ class Preparation:
         """The next step, now that watch()'s fd is readable: the job's grant (or its end),
         or stage-in's result. Failures are recorded, not raised."""
         try:
-            if self.phase == QUEUED and self.submission is not None:
+            if self.life.phase == Phase.QUEUED and self.submission is not None:
                 submission, self.submission = self.submission, None
                 try:
                     allocation = submission.granted()
@@ -155,7 +157,7 @@ class Preparation:
                 self.allocation = allocation
                 self.state.nodes = allocation.nodes or None
                 self._granted(allocation.job_id, None)
-            elif self.phase == STAGING and self._worker is not None:
+            elif self.life.phase == Phase.STAGING and self._worker is not None:
                 worker, self._worker = self._worker, None
                 worker.join()
                 self.clock.stop("stage-in")
@@ -173,6 +175,7 @@ class Preparation:
         self.state.job_id = job_id
         self.state.job_state, self.state.job_reason = "RUNNING", None
         self.job_env = JobEnvironment(self, job_id, record)
+        self.life.transition(Event.GRANTED)
         if self.stager is None:
             self._ready()
             return
@@ -187,7 +190,6 @@ class Preparation:
             orig_bundle=self.submission_bundle,
         )
         self.staging = ContainerStaging(self.stager, context, self.spool, self.slurm.slurm_conf)
-        self.phase = STAGING
         self._worker = StageInWorker(self.staging)
 
     def _ready(self) -> None:
@@ -205,12 +207,12 @@ class Preparation:
                 # not staged elsewhere: crun's --config file, when given, is what runs
                 config_file=self.bundle.config_file if state.bundle == self.bundle.path else None,
             )
-        self.phase = READY
+        self.life.transition(Event.STAGED)
 
     def _fail(self, error: ScrunError) -> None:
         log.error(error.message)
-        self.error, self.failed_in = error, self.phase
-        self.phase = FAILED
+        self.error = error
+        self.life.transition(Event.FAILED, "its preparation failed")
 
     # ----------------------------------------------------------------- the end
     def abandon(self) -> None:
@@ -234,8 +236,58 @@ class Preparation:
                     self.staging = None  # its Lua state is busy: stage-out cannot run
             finally:
                 processes.allow_again()
-        if self.phase not in (READY, FAILED):
+        if self.life.preparing:
             self._fail(ScrunError("the container was removed before it was ready"))
+
+    def end(self, exit_code: int | None = None, *, tasks_ended: bool = True) -> None:
+        """Everything the preparation holds, undone in reverse: what is in flight stopped
+        (a queued job withdrawn), the bundle copy for slurmd removed, stage-out run (also
+        after a failed stage-in, so that the script can remove what it staged), the job
+        ended with `exit_code` (None: cancelled). Stage-out never copies files a task may
+        still write: unless `tasks_ended`, it stays pending (stage.json), for `scrun
+        delete` to run once Slurm has ended the tasks with the job. A container whose end
+        has not begun (creation failed) fails here."""
+        self.abandon()
+        if not self.life.ending:
+            self.life.transition(Event.FAILED, "its creation failed")
+        state = self.state
+        if self.run_bundle is not None:
+            remove_node_copy(self.run_bundle, state.bundle)
+        if self.staging is not None and not tasks_ended:
+            log.error(
+                f"stage-out of container {state.id} left to `scrun delete`: its tasks may run"
+            )
+        elif self.staging is not None:
+            with self.clock.phase("stage-out"):
+                self.staging.stage_out()
+        self.life.transition(Event.STAGED_OUT)
+        if self.allocation is None and not state.existing_job:
+            state.job_ended = True  # never granted: withdrawn with its submission
+        elif state.job_id is not None and not state.job_ended:
+            with self.clock.phase("teardown"):
+                self._end_job(state.job_id, exit_code)
+        self.life.transition(Event.RELEASED)
+
+    def _end_job(self, job_id: int, exit_code: int | None) -> None:
+        """End what is the container's in Slurm: our allocation with the container's
+        `exit_code` (salloc ends the job with it: COMPLETED 0:0, FAILED 3:0, FAILED 0:9),
+        else by scancel (no container ran, or salloc did not end it; in a job we joined,
+        only our steps); `delete` relies on job_ended."""
+        state, allocation = self.state, self.allocation
+        if allocation is not None and exit_code is not None:
+            if allocation.release(exit_code, timeout=self.slurm.site.step_grace + 30):
+                state.job_ended = True
+                return
+            log.error(f"salloc of job {job_id} did not end it; cancelling it")
+        try:
+            self.slurm.end_container_job(
+                job_id, existing_job=state.existing_job, step_name=state.step_name
+            )
+            state.job_ended = True
+        except SlurmError as exc:
+            log.error(str(exc))
+        if allocation is not None:
+            allocation.reap(timeout=REAP_SECONDS)
 
 
 class StageInWorker:

@@ -12,37 +12,39 @@ changes, and `scrun: job 171 running on n1` when it is granted, unless the site
 
 from __future__ import annotations
 
-import os
 import time
 
 from scrunlib import log
 from scrunlib.errors import SlurmError
 
-TYPE_CHECKING = False  # typing costs the anchor ~5 ms and 0.7 MB
+TYPE_CHECKING = False  # typing is off the anchor's path (lint_tree/hotpath.py)
 if TYPE_CHECKING:
     from scrunlib.slurm import Slurm
     from scrunlib.spool import Spool
     from scrunlib.state import ContainerState
 
+    from scrun_anchor.channel import ContainerStderr
+
 
 class QueueWatch:
     """Reads a queued job's state now and then, records it in the container's state, and
-    tells the container's stderr (`notice_fd`) when there is something new."""
+    tells the user (`stderr`, the anchor's one channel to them) when there is something
+    new."""
 
     def __init__(
         self,
         slurm: Slurm,
         state: ContainerState,
         spool: Spool,
+        stderr: ContainerStderr,
         *,
         notices: bool,
         notice_delay: float,
         poll: float,
     ) -> None:
-        self.slurm, self.state, self.spool = slurm, state, spool
+        self.slurm, self.state, self.spool, self.stderr = slurm, state, spool, stderr
         self.notices = notices and notice_delay > 0
         self.poll = poll
-        self.notice_fd = 2  # the container's stderr; its terminal when it has one
         first = notice_delay if notice_delay > 0 else poll
         self.next_reading = time.monotonic() + first
         self.told: str | None = None  # the last reason the user was told
@@ -70,18 +72,10 @@ class QueueWatch:
         reason = self.state.job_reason or ""
         if self.told is None or reason != self.told:
             self.told = reason
-            self.say(f"scrun: job {job_id} pending" + (f" ({reason})" if reason else ""))
+            self.stderr.say(f"scrun: job {job_id} pending" + (f" ({reason})" if reason else ""))
 
     def granted(self, nodes: str) -> None:
         """The job left the queue: say so if the user was told it waits."""
         if self.told is not None:
             where = f" on {nodes}" if nodes else ""
-            self.say(f"scrun: job {self.state.job_id} running{where}")
-
-    def say(self, line: str) -> None:
-        """One line on the container's stderr (podman and docker show it to the user; our
-        log lines go to the logs instead)."""
-        try:
-            os.write(self.notice_fd, f"{line}\n".encode(errors="backslashreplace"))
-        except OSError as exc:  # nobody reads the container's stderr any more
-            log.verbose(f"could not tell the container's stderr: {exc}")
+            self.stderr.say(f"scrun: job {self.state.job_id} running{where}")

@@ -10,12 +10,13 @@ ends any job it got, we remove the spool directory.
 from __future__ import annotations
 
 import os
+import time
 
 from scrunlib import bundle as bundles
 from scrunlib.errors import InvalidInput, ScrunError
-from scrunlib.launch import Launch, read_report
+from scrunlib.launch import Launch, anchor_logging, read_report
 from scrunlib.options import Opt, one_id, parse, usage_text
-from scrunlib.spool import Spool
+from scrunlib.processes import Child, fork
 from scrunlib.state import ContainerState
 from scrunlib.userns import real_ids
 from scrunlib.users import user_name
@@ -25,7 +26,7 @@ from scrun_cli.context import CommandContext
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any, NoReturn
+    from typing import Any
 
 OPTIONS = (
     Opt("bundle", "b", value=True, metavar="DIR", help="bundle (default: the current directory)"),
@@ -59,12 +60,13 @@ def create_container(
     values: dict[str, Any],
     *,
     foreground: bool = False,
-) -> int:
+) -> Child:
     """Everything `create` does, with the OPTIONS values `create` and `run` share; returns
-    the anchor's pid once the container is created. No --bundle means the current directory
+    the anchor (our child) once the container is created. No --bundle means the current directory
     (scrun.lua is told it was not given). `foreground`: `scrun run` waits for the container,
     so with a terminal and no console socket the caller's terminal (stdin) becomes the
     container's, as crun does."""
+    started = time.monotonic()
     bundle_path: str | None = values.get("bundle")
     pid_file: str | None = values.get("pid-file")
     console_socket: str | None = values.get("console-socket")
@@ -80,82 +82,61 @@ def create_container(
                 "process.terminal is true but stdin is not a terminal and no --console-socket "
                 "was given"
             )
-    if pid_file:
-        pid_file = os.path.abspath(pid_file)
     spool.create()
+    read_end, write_end = os.pipe()  # the anchor's report
     try:
-        ContainerState(
+        state = ContainerState(
             id=container_id,
             bundle=bundle.path,
             rootfs=bundle.rootfs,
             oci_version=bundle.oci_version,
             annotations=bundle.annotations,
             owner=user_name(real_ids()[0]) or str(real_ids()[0]),
-        ).save(spool)
+        )
+        state.save(spool)
         return _launch_anchor(
-            ctx,
-            spool,
-            bundle.path,
-            bundle_path is None,
-            pid_file,
-            console_socket,
-            None if bundle.own_config else bundle.config_file,
+            read_end,
+            Launch(
+                spool=spool,
+                bundle=bundle,
+                state=state,
+                site=ctx.site,
+                log=anchor_logging(ctx.log_settings, spool.log_file),
+                log_file=ctx.log_settings.log_file,
+                started=started,
+                ready_fd=write_end,
+                bundle_given=bundle_path is not None,
+                pid_file=os.path.abspath(pid_file) if pid_file else None,
+                console_socket=os.path.abspath(console_socket) if console_socket else None,
+                slurm_conf_option=ctx.slurm_conf_option,
+            ),
         )
     except BaseException:
         spool.remove()
         raise
 
 
-def _launch_anchor(
-    ctx: CommandContext,
-    spool: Spool,
-    bundle_path: str,
-    bundle_is_cwd: bool,
-    pid_file: str | None,
-    console_socket: str | None,
-    config_file: str | None,
-) -> int:
-    read_end, write_end = os.pipe()
-    argv = Launch(
-        root=spool.root,
-        bundle=bundle_path,
-        container_id=spool.container_id,
-        ready_fd=write_end,
-        log_args=ctx.log_settings.as_args(),
-        bundle_is_cwd=bundle_is_cwd,
-        config_file=config_file,
-        pid_file=pid_file,
-        console_socket=os.path.abspath(console_socket) if console_socket else None,
-        slurm_conf=ctx.slurm_conf_option,
-    ).argv()
-    pid = os.fork()
-    if pid == 0:  # the anchor: keeps our stdio, which is the container's
+def _launch_anchor(read_end: int, launch: Launch) -> Child:
+    """Fork the anchor, hand it `launch` and wait for its report on `read_end`: its Child
+    once it says the container is created, else the error it reports (or its exit
+    status)."""
+
+    def anchor() -> int:  # keeps our stdio, which is the container's
         os.close(read_end)
-        _become_anchor(argv)
-    os.close(write_end)
+        from scrun_anchor.main import run
+
+        run(launch)
+
+    child = fork(anchor)
+    if launch.ready_fd is not None:
+        os.close(launch.ready_fd)  # the anchor's end: EOF once it has reported or died
     report = read_report(read_end)
     if report.created:
-        return pid
-    _, status = os.waitpid(pid, 0)
+        return child
+    code = child.wait_ended()
     if report.error:
         raise ScrunError(report.error)
-    code = os.waitstatus_to_exitcode(status)
     raise ScrunError(f"the container's anchor failed before reporting (status {code})")
-
-
-def _become_anchor(options: list[str]) -> NoReturn:
-    """Run the anchor in this forked child, never returning into `create`: no second
-    interpreter start, and what `create` has imported is already there (~20 ms per create)."""
-    code = 127
-    try:
-        from scrun_anchor.main import main as anchor_main
-
-        code = anchor_main(options)
-    except BaseException:  # the anchor's last resort: its traceback goes to its anchor.log
-        import traceback
-
-        traceback.print_exc()
-    os._exit(code)
 
 
 def run(ctx: CommandContext, argv: Sequence[str]) -> int:

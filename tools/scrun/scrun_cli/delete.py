@@ -26,7 +26,7 @@ import os
 from scrunlib import log
 from scrunlib.errors import ContainerNotFound, ScrunError, SlurmError, UsageError
 from scrunlib.options import Opt, one_id, parse, usage_text
-from scrunlib.processes import ends_within
+from scrunlib.processes import pid_ends_within
 from scrunlib.signals import SIGKILL, SIGTERM
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, process_alive, process_stuck
@@ -63,18 +63,7 @@ def wait_gone(pid: int, start_time: int | None, timeout: float) -> bool:
     """Whether the process ends within `timeout` seconds. Its pidfd wakes us the moment it
     exits (the anchor is conmon's child, not ours: no waitpid, and polling would add up to
     its interval to every `podman stop` and `rm -f`)."""
-    if not process_alive(pid, start_time):
-        return True
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        if not process_alive(pid, start_time):  # gone, its pid reused, before the pidfd
-            return True
-        return ends_within(pidfd, timeout)
-    finally:
-        os.close(pidfd)
+    return pid_ends_within(pid, timeout, lambda: process_alive(pid, start_time))
 
 
 def send_signal(pid: int, signum: int) -> bool:
@@ -155,7 +144,7 @@ def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) 
     job_left = state.job_id is not None and not state.job_ended
     if not pending and not job_left:
         return
-    from scrunlib.slurm import Slurm  # only on this fault path: subprocess, re, enum (~15 ms)
+    from scrunlib.slurm import Slurm  # only on this fault path (lint_tree/hotpath.py)
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
     if pending:
@@ -211,7 +200,7 @@ def delete_container(
 def delete_matching(ctx: CommandContext, pattern: str, *, force: bool) -> int:
     """Delete every container whose id `pattern` matches; each failure is reported in its
     own line and the others are still deleted. Exits with the last failure's code."""
-    import re  # only for --regex (~2 ms)
+    import re  # only for --regex (lint_tree/hotpath.py)
 
     from scrun_cli.list import containers
 

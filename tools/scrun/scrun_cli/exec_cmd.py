@@ -88,7 +88,7 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     if status != Status.RUNNING or state.job_id is None:
         raise StateError(f"container {container_id!r} is {status}: cannot exec")
 
-    # only here: subprocess and re are no other command's cost
+    # only here: subprocess and re are no other command's cost (lint_tree/hotpath.py)
     from scrunlib.slurm import Slurm
     from scrunlib.slurm_commands import NODE_CWD, exec_argv
 
@@ -116,11 +116,11 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     if pty_slave is not None:
         srun = procio.when_sized(srun)
     env = {"SLURM_CONF": ctx.slurm_conf, "PATH": "/usr/local/bin:/usr/bin:/bin"}
-    step = slurm.popen(srun, env, **procio.srun_stdio(pty_slave))
+    step = slurm.start(srun, env, **procio.srun_stdio(pty_slave))
     if pty_slave is not None:
         os.close(pty_slave)
     if values.get("pid-file"):
         write_atomically(os.path.abspath(str(values["pid-file"])), str(step.pid))
     if values.get("detach"):
         return 0
-    return shell_exit_code(step.wait())
+    return shell_exit_code(step.wait_ended())

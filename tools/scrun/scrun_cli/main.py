@@ -169,9 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The `scrun` command: main(), then exit without the interpreter's teardown (~5 ms on
-    every call podman makes). Log lines are written as they happen; only stdout and stderr
-    can still hold buffered output."""
+    """The `scrun` command: main(), then exit without the interpreter's teardown, on every call
+    podman makes (its cost: lint_tree/hotpath.py). Log lines are written as they happen;
+    only stdout and stderr can still hold buffered output."""
     code = main()
     try:
         sys.stdout.flush()

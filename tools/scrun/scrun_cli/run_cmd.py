@@ -4,7 +4,6 @@ container runs (its job and anchor go on; `scrun delete` ends them)."""
 
 from __future__ import annotations
 
-import os
 import signal
 from types import FrameType
 
@@ -56,16 +55,16 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
         return 0
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        os.kill(anchor, signal.SIGTERM)
+        anchor.signal(signal.SIGTERM)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         _start(ctx, spool)
-        _, status = os.waitpid(anchor, 0)
+        status = anchor.wait_ended()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    exit_code = shell_exit_code(os.waitstatus_to_exitcode(status))
+    exit_code = shell_exit_code(status)
     if not values.get("keep"):
         delete_container(ctx, spool, ContainerState.load(spool), force=False)
     return exit_code

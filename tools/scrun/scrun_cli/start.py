@@ -10,7 +10,7 @@ from scrunlib.state import ContainerState, Status
 
 from scrun_cli.context import CommandContext
 
-TYPE_CHECKING = False  # collections.abc costs ~2 ms on every call
+TYPE_CHECKING = False  # collections.abc is off the hot path (lint_tree/hotpath.py)
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

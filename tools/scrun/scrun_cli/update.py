@@ -120,16 +120,13 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
             "its time limit is not scrun's to change"
         )
     from scrunlib.slurm import Slurm, last_line
+    from scrunlib.slurm_commands import time_limit_argv
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
-    code, out, err = slurm.run(update_argv(slurm.path("scontrol"), state.job_id, str(time_limit)))
+    code, out, err = slurm.run(
+        time_limit_argv(slurm.path("scontrol"), state.job_id, str(time_limit))
+    )
     if code != 0:
         raise ScrunError(f"update: job {state.job_id}: {last_line(err or out)}")
     log.verbose(f"update: job {state.job_id} time limit {time_limit}")
     return 0
-
-
-def update_argv(scontrol: str, job_id: int, time_limit: str) -> list[str]:
-    if not time_limit.strip() or any(char.isspace() or char == "=" for char in time_limit):
-        raise InvalidInput(f"update: invalid time limit {time_limit!r}")
-    return [scontrol, "update", f"JobId={job_id}", f"TimeLimit={time_limit}"]
