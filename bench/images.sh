@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/images.sh -- what a container's image size costs: `podman run --rm IMAGE true` of
 # busybox and of busybox plus 0.5 GiB and 2 GiB of random data (built here, once: no registry),
-# each run twice in a row (first, second: an image cache would make the second cheap),
+# each run twice in a row (first: with scrun.lua's image cache emptied; second: cached),
 # through crun and through scrun with the cluster's scrun.lua, in BENCH_ROUNDS interleaved
 # rounds; and the shared scratch's growth while one container of each image runs. Ratios are
 # within one run; the median and the spread (min-max) of the rounds are printed.
@@ -50,6 +50,8 @@ for round in $(seq "$BENCH_ROUNDS"); do
   for image in "${images[@]}"; do
     tag="$(basename "$image")"
     for runtime in crun scrun; do
+      # first: the image not in scrun.lua's image cache (shared-scratch.lua's)
+      rm -rf "${SCRATCH:?}/$(id -u)/scrun-cache"
       one_run "$runtime" "$image" >>"$OUT/$tag.$runtime.first"
       one_run "$runtime" "$image" >>"$OUT/$tag.$runtime.second"
     done

@@ -4,17 +4,18 @@
 --
 -- The nodes cannot read the login host's container storage (podman's /var/lib/containers,
 -- a rootless user's graphroot, docker's data root), its /run or its /tmp. So stage-in copies
--- the container's root filesystem, and the files podman or docker bind-mount into it
--- (/etc/hosts, /etc/resolv.conf, /etc/hostname, /run/.containerenv, /dev/shm, and the
--- user's own `-v /data:/data`), to <scratch>/<uid>/scrun/<id>/, and points the container's
--- config at the copies. It drops the config's hooks, which are the engine's own programs for
+-- the container's image once into the user's image cache (`image_cache`, below), and the
+-- files podman or docker bind-mount into it (/etc/hosts, /etc/resolv.conf, /etc/hostname,
+-- /run/.containerenv, /dev/shm, and the user's own `-v /data:/data`) to
+-- <scratch>/<uid>/scrun/<id>/, and points the container's config at the copies: its root is
+-- the cached image, read-only, below a writable layer of its own. It drops the config's hooks, which are the engine's own programs for
 -- the login host (docker's network setup runs /proc/<dockerd's pid>/exe) and fail on a node
 -- or act on the wrong host, and its cgroup path, the engine's cgroup on the login host (Slurm
--- places the step on the node). Nothing else in the config changes: the container runs as
--- podman or docker made it. Bind-mount sources under `shared_sources` (the homes, the
+-- places the step on the node). Nothing else in the config changes but the root's overlay
+-- mounts: the container runs as podman or docker made it. Bind-mount sources under `shared_sources` (the homes, the
 -- scratch itself) are left alone: the nodes see them.
--- Stage-out copies the root filesystem back when the container changed anything there (what
--- it wrote shows up in podman's or docker's copy, e.g. for `podman commit` or `podman cp`),
+-- Stage-out copies what the container changed in its root filesystem back (what it wrote
+-- shows up in podman's or docker's copy, e.g. for `podman commit` or `podman cp`),
 -- and every bind mount it carried that is not read-only: what the container changed there
 -- (not its whole copy: what others wrote meanwhile stays), deletions included; what it
 -- wrote to `-v /data:/data` is in /data on the login host afterwards. Then it removes the
@@ -28,6 +29,16 @@ local scratch = "/scratch"
 local shared_sources = { "/home", scratch }
 -- The most a bind mount the nodes cannot see may hold (MiB): it is copied there and back.
 local carry_limit_mib = 1024
+-- The image cache: each image is copied to the scratch once per user, to
+-- <scratch>/<uid>/scrun-cache/<key>/rootfs, and every container of it runs on it, read-only
+-- below a writable layer of its own (kernel overlay mounts, one per top-level directory,
+-- made by crun on the node). `false`: every container's root filesystem is copied whole.
+-- The cache is used only where the scratch can hold an overlay's writable layer (ext4, xfs,
+-- btrfs, tmpfs); elsewhere (NFS, Lustre, GPFS) containers are copied whole.
+local image_cache = true
+-- The most the cache may hold (MiB): past it, the least recently used images that no
+-- container uses are removed.
+local cache_limit_mib = 20480
 
 local function quote(s)
 	return "'" .. string.gsub(s, "'", "'\\''") .. "'"
@@ -63,6 +74,19 @@ local function read_config(path)
 	local text = file:read("*a")
 	file:close()
 	return slurm.from_json(text)
+end
+
+-- The lines of the file `path`; none when it cannot be read.
+local function read_lines(path)
+	local lines = {}
+	local file = io.open(path, "rb")
+	if file then
+		for line in file:lines() do
+			table.insert(lines, line)
+		end
+		file:close()
+	end
+	return lines
 end
 
 local function staged_path(id, user_id)
@@ -284,17 +308,175 @@ done
 ]] .. copies .. "touch -- " .. marks
 end
 
+local function cache_path(user_id)
+	return string.format("%s/%d/scrun-cache", scratch, math.floor(user_id))
+end
+
+-- A shell command (run in a subshell of stage_command's, with its $keep) that stages
+-- `rootfs` (the engine's root filesystem) through the image cache `cache` into `staged`
+-- (<...>/<id>, for the container <id>); it exits 10, having done nothing, when the scratch cannot
+-- hold an overlay's writable layer. It writes `staged`/overlays, a line for each top-level
+-- directory of the image ("MODE UID GID NAME"), each to be an overlay mount (its lower
+-- layer ENTRY/rootfs/NAME, its writable layer and work directory `staged`/upper/NAME and
+-- `staged`/work/NAME), copies the image's other top-level entries to `staged`/rootfs, and
+-- writes the entry's path to `staged`/cache-entry, last.
+-- An entry's key is a digest of the image's listing (names, types, sizes, modes, owners,
+-- link targets, and the modification times of files that hold something: the engine's own
+-- empty files and links, made anew for each container, do not count): a changed image gets
+-- a new entry. It is imported under a lock per key, into <key>.tmp, renamed into place once
+-- whole: a container that waited for the lock uses it, an import killed half way is never
+-- used. Its `stamp`, a digest of its files' status change times, tells an entry changed
+-- after its import (it is then set aside, and the image imported again). `users/<id>`
+-- marks an entry in use; after an import the least recently used entries in use by no one
+-- are removed until the cache holds at most `limit_kib`.
+local function cache_in_command(rootfs, cache, staged, limit_kib)
+	return "rootfs=" .. quote(rootfs) .. " cache=" .. quote(cache) .. " staged=" .. quote(staged)
+		.. " limit=" .. math.floor(limit_kib) .. "\n" .. [[
+id=${staged##*/}
+case $(stat -f -c %T -- "$staged") in
+ext2/ext3 | xfs | btrfs | tmpfs) ;;
+*) exit 10 ;;
+esac
+stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
+(cd "$rootfs" && find . -mindepth 1 \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)) >"$staged/listing" || exit 1
+key=$(LC_ALL=C sort -z -- "$staged/listing" | sha256sum | cut -d' ' -f1) && rm -f -- "$staged/listing" || exit 1
+entry=$cache/$key
+exec 9>>"$entry.lock" && flock -w 3600 9 || { echo "cannot lock $entry.lock"; exit 1; }
+if [ -d "$entry" ] && [ "$(stamp "$entry/rootfs")" != "$(cat -- "$entry/stamp" 2>/dev/null)" ]; then
+	echo "scrun: the cached image $entry changed after its import: importing it again" >&2
+	mv -- "$entry" "$cache/changed-$key-$$" || exit 1
+fi
+imported=
+if [ ! -d "$entry" ]; then
+	rm -rf -- "$entry.tmp"
+	{ mkdir -m 700 -- "$entry.tmp" "$entry.tmp/users" && cp -RP --preserve="$keep" -- "$rootfs/." "$entry.tmp/rootfs" && stamp "$entry.tmp/rootfs" >"$entry.tmp/stamp" && mv -T -- "$entry.tmp" "$entry"; } || { rm -rf -- "$entry.tmp"; exit 1; }
+	imported=1
+fi
+: >"$entry/users/$id" && touch -- "$entry/used" || exit 1
+exec 9>&-
+if [ -n "$imported" ]; then
+	staging=${staged%/*}
+	for user in "$cache"/*/users/*; do [ -e "$user" ] && [ ! -d "$staging/${user##*/}" ] && rm -f -- "$user"; done
+	for used in $(ls -tr -- "$cache"/*/used 2>/dev/null); do
+		size=$(du -sk -- "$cache") && [ "${size%%[!0-9]*}" -gt "$limit" ] || break
+		old=${used%/used}
+		(flock -n 9 && [ -z "$(ls -A -- "$old/users")" ] && rm -rf -- "$old") 9>>"$old.lock"
+	done
+	for old in "$cache"/changed-*; do [ -d "$old/users" ] && [ -z "$(ls -A -- "$old/users")" ] && rm -rf -- "$old"; done
+fi
+cd -- "$entry/rootfs" && mkdir -m 700 -- "$staged/rootfs" "$staged/upper" "$staged/work" || exit 1
+chmod --reference=. -- "$staged/rootfs" && chown --reference=. -- "$staged/rootfs" || exit 1
+# a name an overlay's options cannot hold (",", ":", "\\", a newline) is copied whole
+find . -mindepth 1 -maxdepth 1 \( ! -type d -o -name '*[,:\\]*' -o -name '*
+*' \) -exec cp -RP --preserve="$keep" -t "$staged/rootfs" -- {} + || exit 1
+find . -mindepth 1 -maxdepth 1 -type d ! -name '*[,:\\]*' ! -name '*
+*' -printf '%m %U %G %P\n' >"$staged/overlays" || exit 1
+set --
+while read -r mode uid gid name; do
+	install -d -m "$mode" -o "$uid" -g "$gid" -- "$staged/upper/$name" || exit 1
+	set -- "$@" "$staged/rootfs/$name" "$staged/work/$name"
+done <"$staged/overlays"
+[ $# = 0 ] || mkdir -- "$@" || exit 1
+echo "$entry" >"$staged/cache-entry"]]
+end
+
+-- The overlay mounts that make the container's root of a cached image: one per top-level
+-- directory `dirs` of ENTRY/rootfs, put first in the config's mounts (the engine's own,
+-- /proc, /dev, /etc/hosts..., go on top of them). A directory the config mounts over whole
+-- gets none.
+local function add_overlays(config, entry, staged, dirs)
+	local covered = {}
+	for _, mount in ipairs(config["mounts"] or {}) do
+		covered[mount["destination"]] = true
+	end
+	local mounts = {}
+	for _, dir in ipairs(dirs) do
+		if not covered["/" .. dir] then
+			table.insert(mounts, {
+				destination = "/" .. dir,
+				type = "overlay",
+				source = "overlay",
+				options = {
+					"lowerdir=" .. entry .. "/rootfs/" .. dir,
+					"upperdir=" .. staged .. "/upper/" .. dir,
+					"workdir=" .. staged .. "/work/" .. dir,
+					"userxattr",
+				},
+			})
+		end
+	end
+	for _, mount in ipairs(config["mounts"] or {}) do
+		table.insert(mounts, mount)
+	end
+	config["mounts"] = mounts
+end
+
+-- A shell command that brings what a container of a cached image changed back to the
+-- engine's root filesystem `orig`: its writable layers (`staged`/upper/<dir>) with the
+-- overlay's deletions (whiteouts: character devices 0/0; opaque directories: the
+-- user.overlay.opaque attribute) applied, and its top-level files (`staged`/rootfs); then
+-- it marks the cache `entry` unused by `id`.
+local function cache_out_command(staged, entry, orig, id)
+	return "staged=" .. quote(staged) .. " entry=" .. quote(entry) .. " orig=" .. quote(orig) .. " id=" .. quote(id) .. "\n" .. [[
+python3 - "$staged" "$entry/rootfs" "$orig" <<'PY' || exit 1
+import os, shutil, stat, sys
+staged, lower, orig = sys.argv[1:]
+upper = os.path.join(staged, "upper")
+def remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+for top, dirs, files in os.walk(upper):
+    target = os.path.join(orig, os.path.relpath(top, upper))
+    try:
+        opaque = os.getxattr(top, "user.overlay.opaque") == b"y"
+    except OSError:
+        opaque = False
+    if opaque and top != upper and os.path.isdir(target):
+        for name in set(os.listdir(target)) - set(dirs) - set(files):
+            remove(os.path.join(target, name))
+    for name in files:
+        path = os.path.join(top, name)
+        status = os.lstat(path)
+        if stat.S_ISCHR(status.st_mode) and status.st_rdev == 0:
+            remove(os.path.join(target, name))
+            os.unlink(path)
+root = os.path.join(staged, "rootfs")
+overlaid = set(os.listdir(upper))
+for name in set(os.listdir(lower)) - set(os.listdir(root)):
+    remove(os.path.join(orig, name))
+for name in set(os.listdir(root)) - overlaid:
+    os.rename(os.path.join(root, name), os.path.join(upper, name))
+PY
+chmod --reference="$staged/rootfs" -- "$staged/upper" && chown --reference="$staged/rootfs" -- "$staged/upper" || exit 1
+rsync -a --numeric-ids -- "$staged/upper/" "$orig/" || exit 1
+rm -f -- "$entry/users/$id"]]
+end
+
+-- A shell command (for stage_command's shell) that stages the root filesystem `rootfs` to
+-- `dir`/rootfs: through the image cache `cache` where the scratch allows, else (or without
+-- a cache) as a copy of its own.
+local function root_command(rootfs, dir, cache)
+	local copy = "try 'copying the root filesystem' " .. copy_command .. " " .. quote(rootfs .. "/.") .. " " .. quote(dir .. "/rootfs") .. "\n"
+	if cache == nil then
+		return copy
+	end
+	return "(" .. private_dir_command(scratch, cache, true) .. "\n" .. cache_in_command(rootfs, cache, dir, cache_limit_mib * 1024)
+		.. ")\ncached=$?\ncase $cached in 0) ;; 10) " .. copy .. ";; *) exit $cached ;; esac\n"
+end
+
 -- The one shell command of stage-in on the login host (each process it saves is a few ms
 -- of every container's start): `dir` made safely (private_dir_command), the root
 -- filesystem `rootfs` copied to `dir`/rootfs, the bind mounts `mounts` carried to their
--- copies (carry_in_command), and the marks touched.
-local function stage_command(rootfs, dir, mounts)
+-- copies (carry_in_command), and the marks touched. With `cache` (the user's image cache),
+-- the root filesystem goes through it (cache_in_command) where the scratch allows.
+local function stage_command(rootfs, dir, mounts, cache)
 	local mkdir = ""
 	if #mounts > 0 then
 		mkdir = "mkdir -m 700 -- " .. quote(dir .. "/mounts") .. " || exit 1\n"
 	end
-	return private_dir_command(scratch, dir, true) .. "\n" .. keep_command .. try_command
-		.. "try 'copying the root filesystem' " .. copy_command .. " " .. quote(rootfs .. "/.") .. " " .. quote(dir .. "/rootfs") .. "\n"
+	return private_dir_command(scratch, dir, true) .. "\n" .. keep_command .. try_command .. root_command(rootfs, dir, cache)
 		.. mkdir .. carry_in_command(mounts, carry_limit_mib * 1024, dir .. "/rootfs.since")
 end
 
@@ -350,6 +532,18 @@ local function root_back_command(from, to)
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
 
+-- A shell command that brings what the container changed in its root filesystem back to
+-- the engine's `orig`: its writable layers, when it ran on the cache `entry`
+-- (cache_out_command; `staged` is its bundle); else its whole copy `root_path`, when
+-- anything there changed (root_back_command). A failure sets `failed`.
+local function changes_back_command(entry, staged, root_path, orig, id)
+	if entry == nil then
+		return root_back_command(root_path, orig)
+	end
+	return "out=$( (" .. cache_out_command(staged, entry, orig, id) .. ") 2>&1)"
+		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\n"
+end
+
 function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
 	local config = read_config(config_file)
 	if config == nil then
@@ -367,8 +561,20 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 		table.insert(mounts, { source = carried.source, copy = copy, skip = inner_scratch(carried.source) })
 		config["mounts"][carried.index]["source"] = copy
 	end
-	if not run("staging into " .. staged, stage_command(rootfs, staged, mounts)) then
+	local cache = nil
+	if image_cache then
+		cache = cache_path(user_id)
+	end
+	if not run("staging into " .. staged, stage_command(rootfs, staged, mounts, cache)) then
 		return slurm.ERROR
+	end
+	local entry = read_lines(staged .. "/cache-entry")[1]
+	if entry ~= nil then
+		local dirs = {}
+		for _, line in ipairs(read_lines(staged .. "/overlays")) do
+			table.insert(dirs, string.match(line, "^%S+ %S+ %S+ (.*)$"))
+		end
+		add_overlays(config, entry, staged, dirs)
 	end
 	config["root"]["path"] = staged .. "/rootfs"
 	config["hooks"] = nil
@@ -401,22 +607,23 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		-- stage-in did not finish: nothing ran, nothing goes back; remove what it made
 		-- (exit 1 or 3: not the user's, or not there; nothing to remove)
 		local rc, output = slurm.allocator_command(private_dir_command(scratch, staged, false)
-			.. "\nrm -rf -- " .. quote(staged) .. " || exit 4")
+			.. "\nrm -rf -- " .. quote(staged) .. " && rm -f -- " .. quote(cache_path(user_id)) .. "/*/users/" .. quote(id) .. " || exit 4")
 		if rc == 4 then
 			slurm.log_error("removing the staged copy failed: %s", string.sub(output, 1, 300))
 			return slurm.ERROR
 		end
 		return slurm.SUCCESS
 	end
+	local root_back = changes_back_command(read_lines(bundle .. "/cache-entry")[1], bundle, root_path, orig_root_path, id)
 	local config = read_config(config_file)
 	if config == nil then
-		run("copying the root filesystem back", "failed=\n" .. root_back_command(root_path, orig_root_path) .. "[ -z \"$failed\" ]")
+		run("copying the root filesystem back", "failed=\n" .. root_back .. "[ -z \"$failed\" ]")
 		slurm.log_error("%s", "cannot read " .. config_file .. ": the bind mounts' writes are left in " .. staged)
 		return slurm.ERROR
 	end
 	-- one command: the root filesystem, then each bind mount that is not read-only, back;
 	-- the staged copy removed when all went back (exit 2 if that alone failed)
-	local back = "failed=\n" .. root_back_command(root_path, orig_root_path)
+	local back = "failed=\n" .. root_back
 	local carried = carried_mounts(config)
 	if #carried > 0 then
 		back = back .. changed_lists_command(bundle .. "/mounts") .. " || failed=1\n"

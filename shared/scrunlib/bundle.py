@@ -199,7 +199,8 @@ def node_args(staged: Bundle) -> tuple[str, ...]:
     if "/" not in name and not os.path.isdir(staged.rootfs):
         log.verbose(f"rootfs {staged.rootfs} is not readable here: {name} left to the node")
         return staged.args
-    found = executable.find(staged.rootfs, name, staged.env, staged.cwd)
+    view = executable.RootView(staged.rootfs, executable.config_mounts(staged.config))
+    found = executable.find(view, name, staged.env, staged.cwd)
     if found is None:
         log.verbose(f"{name} is not in the container's PATH inside {staged.rootfs}")
         return staged.args

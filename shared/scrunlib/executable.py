@@ -9,6 +9,9 @@ srun an absolute path, found here.
 
 Symlinks inside the rootfs are followed as the container would see them: an absolute
 target starts again at the rootfs, `..` stops at it, nothing resolves to the host's files.
+The config's bind and overlay mounts count, as they do for the runtime (which looks the
+program up once they are made): a staging script may give the container its image as an
+overlay mount per top-level directory over an otherwise empty rootfs.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
+    from typing import Any
 
 # What runc and crun search when process.env has no PATH.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -27,9 +31,70 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MAX_SYMLINKS = 40
 
 
-def resolve_in_root(rootfs: str, path: str) -> str | None:
+class RootView:
+    """The container's files as the host sees them: `rootfs`, with `mounts` over it (a
+    container directory -> the host directories that make it, the top one first: a bind
+    mount's source, an overlay's upper and lower layers)."""
+
+    __slots__ = ("mounts", "rootfs")
+
+    def __init__(self, rootfs: str, mounts: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.rootfs, self.mounts = rootfs, mounts or {}
+
+    def lstat(self, parts: Sequence[str]) -> tuple[str, int] | None:
+        """The host path and mode of the container path made of `parts` (no symlink among
+        all but the last), None when missing (an overlay's whiteout included)."""
+        for depth in range(len(parts), 0, -1):
+            layers = self.mounts.get("/" + "/".join(parts[:depth]))
+            if layers is not None:
+                for layer in layers:
+                    host = os.path.join(layer, *parts[depth:])
+                    try:
+                        status = os.lstat(host)
+                    except OSError:
+                        continue
+                    if stat.S_ISCHR(status.st_mode) and status.st_rdev == 0:
+                        return None  # deleted in this layer
+                    return host, status.st_mode
+                return None
+        host = os.path.join(self.rootfs, *parts)
+        try:
+            return host, os.lstat(host).st_mode
+        except OSError:
+            pass
+        # the runtime makes the missing directories a mount's destination lies in
+        prefix = "/" + "/".join(parts) + "/"
+        if any(destination.startswith(prefix) for destination in self.mounts):
+            return host, stat.S_IFDIR | 0o755
+        return None
+
+
+def config_mounts(config: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The bind and overlay mounts of an OCI config, as RootView takes them (the last of
+    two at one destination wins, as it is made last)."""
+    found: dict[str, list[str]] = {}
+    for mount in config.get("mounts") or ():
+        if not isinstance(mount, dict):
+            continue
+        destination = posixpath.normpath("/" + str(mount.get("destination", "")).lstrip("/"))
+        options = [str(option) for option in mount.get("options") or ()]
+        if mount.get("type") == "overlay":
+            layers = {}
+            for option in options:
+                key, equals, value = option.partition("=")
+                if equals:
+                    layers[key] = value
+            upper = [layers["upperdir"]] if "upperdir" in layers else []
+            found[destination] = upper + layers.get("lowerdir", "").split(":")
+        elif mount.get("type") == "bind" or "bind" in options or "rbind" in options:
+            found[destination] = [str(mount.get("source", ""))]
+    return found
+
+
+def resolve_in_root(rootfs: str | RootView, path: str) -> str | None:
     """The host path of the container path `path` (absolute) with every symlink resolved
     inside `rootfs`; None when a link loops or a component is not a directory."""
+    view = rootfs if isinstance(rootfs, RootView) else RootView(rootfs)
     pending = [part for part in path.split("/") if part]
     resolved: list[str] = []  # components below rootfs, none a symlink
     links = 0
@@ -41,12 +106,11 @@ def resolve_in_root(rootfs: str, path: str) -> str | None:
             if resolved:
                 resolved.pop()
             continue
-        host = os.path.join(rootfs, *resolved, part)
-        try:
-            mode = os.lstat(host).st_mode
-        except OSError:
+        found = view.lstat([*resolved, part])
+        if found is None:
             # Missing: the rest cannot exist either; the caller's stat says so.
-            return os.path.join(rootfs, *resolved, part, *pending)
+            return os.path.join(view.rootfs, *resolved, part, *pending)
+        host, mode = found
         if stat.S_ISLNK(mode):
             links += 1
             if links > MAX_SYMLINKS:
@@ -59,10 +123,11 @@ def resolve_in_root(rootfs: str, path: str) -> str | None:
         if pending and not stat.S_ISDIR(mode):
             return None
         resolved.append(part)
-    return os.path.join(rootfs, *resolved)
+    found = view.lstat(resolved)
+    return found[0] if found is not None else view.rootfs
 
 
-def is_executable(rootfs: str, path: str) -> bool:
+def is_executable(rootfs: str | RootView, path: str) -> bool:
     """Whether the container path `path` is a regular file with an execute bit, inside
     `rootfs`."""
     host = resolve_in_root(rootfs, path)
@@ -84,7 +149,7 @@ def container_path(env: Sequence[str]) -> str:
     return found
 
 
-def find(rootfs: str, name: str, env: Sequence[str], cwd: str) -> str | None:
+def find(rootfs: str | RootView, name: str, env: Sequence[str], cwd: str) -> str | None:
     """The absolute container path `name` means: with a slash, relative to `cwd` (checked
     by the runtime, not here); without one, the first executable match in the PATH.
     None when the PATH has no such program."""

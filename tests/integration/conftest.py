@@ -318,6 +318,11 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
         for pattern in ("[0-9]*/scrun/*", "[0-9]*/slurm/scrun/*")
         for d in sorted(shared.glob(pattern))
     ]
+    # its image cache keeps images, but no mark of a container that is gone
+    problems += [
+        f"image cache entry still marked in use: {mark}"
+        for mark in sorted(shared.glob("[0-9]*/scrun-cache/*/users/*"))
+    ]
     return problems
 
 

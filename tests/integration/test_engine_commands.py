@@ -82,7 +82,8 @@ def staged_counter(cluster: Cluster, cid: str) -> int:
     the cluster's scrun.lua staged it on the shared scratch (an exec would wait for a frozen
     container)."""
     staged = Path(cluster["SCRUN_SHARED_DIR"]) / str(os.getuid()) / "scrun" / cid
-    return int((staged / "rootfs" / "tmp" / "n").read_text())
+    # /tmp is an overlay mount over the image cache: its writes are in upper/tmp
+    return int((staged / "upper" / "tmp" / "n").read_text())
 
 
 def assert_pause_freezes(

@@ -1,6 +1,7 @@
 """The container's program is found in its PATH inside its rootfs, never on the host."""
 
 import os
+import stat
 
 import pytest
 from scrunlib import executable
@@ -85,3 +86,39 @@ def test_relative_path_entries_and_names_with_a_slash_use_the_cwd(rootfs):
     assert executable.find(str(rootfs), "../x/y", ALPINE_ENV, "/work/a") == "/work/x/y"
     assert executable.find(str(rootfs), "/opt/p", ALPINE_ENV, "/work") == "/opt/p"
     assert executable.find(str(rootfs), "prog", ["PATH=:/bin"], "/work/tools") is None
+
+
+def test_the_configs_overlay_and_bind_mounts_count(tmp_path):
+    """An image given as overlay mounts over an empty rootfs (a staging script's image
+    cache): the program is found in the layers, the upper one first, a whiteout hides the
+    lower one's; a bind mount's source stands for its destination."""
+    root, lower, upper, tools = (tmp_path / name for name in ("root", "lower", "upper", "tools"))
+    (root / "bin").mkdir(parents=True)
+    program(lower / "busybox")
+    (lower / "sh").symlink_to("busybox")
+    (lower / "cat").symlink_to("/bin/busybox")
+    upper.mkdir()
+    program(tools / "probe")
+    config = {
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {
+                "destination": "/bin",
+                "type": "overlay",
+                "source": "overlay",
+                "options": [f"lowerdir={lower}", f"upperdir={upper}", "workdir=/w", "userxattr"],
+            },
+            {"destination": "/opt/tools", "source": str(tools), "options": ["rbind", "ro"]},
+        ]
+    }
+    view = executable.RootView(str(root), executable.config_mounts(config))
+    env = ["PATH=/opt/tools:/usr/bin:/bin"]
+    assert executable.find(str(root), "sh", env, "/") is None  # the rootfs alone has none
+    assert executable.find(view, "sh", env, "/") == "/bin/sh"
+    assert executable.find(view, "cat", env, "/") == "/bin/cat"
+    assert executable.find(view, "probe", env, "/") == "/opt/tools/probe"
+    if os.getuid() == 0:  # a whiteout: deleted in the container's layer
+        os.mknod(upper / "sh", 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+        assert executable.find(view, "sh", env, "/") is None
+    program(upper / "cat")  # the upper layer's own
+    assert executable.resolve_in_root(view, "/bin/cat") == str(upper / "cat")

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +91,8 @@ class Site:
     """A login host's tree: podman's bundle and rootfs, a user's data directory, a read-only
     one, a home the nodes share; the scratch and the nodes' local disk."""
 
-    def __init__(self, tmp: Path, name: str, limit_mib: int = 1024) -> None:
+    def __init__(self, tmp: Path, name: str, limit_mib: int = 1024, cache_mib: int = 20480) -> None:
+        self.name = name
         self.scratch, self.node = tmp / "scratch", tmp / "node"
         self.scratch.mkdir(mode=0o1777)
         self.scratch.chmod(0o1777)
@@ -124,13 +128,21 @@ class Site:
         }
         if name == "node-local.lua":
             settings['local node_local = "/tmp"'] = f'local node_local = "{self.node}"'
+        else:
+            settings["local cache_limit_mib = 20480"] = f"local cache_limit_mib = {cache_mib}"
         for line, value in settings.items():
             assert text.count(line + "\n") == 1, (name, line)
             text = text.replace(line + "\n", value + "\n")
-        self.runtime = lua51.LuaRuntime(unpack_returned_tuples=True)
-        self.slurm = FakeSlurm(self.runtime)
-        self.runtime.globals().slurm = self.slurm.table()
-        self.runtime.execute(text)
+        self.text = text
+        self.runtime, self.slurm = self.load()
+
+    def load(self) -> tuple[Any, FakeSlurm]:
+        """The script in a Lua of its own, as each scrun process loads it."""
+        runtime = lua51.LuaRuntime(unpack_returned_tuples=True)
+        slurm = FakeSlurm(runtime)
+        runtime.globals().slurm = slurm.table()
+        runtime.execute(self.text)
+        return runtime, slurm
 
     @property
     def carried(self) -> Path:
@@ -164,12 +176,33 @@ class Site:
         )  # fmt: skip
 
     @property
+    def cache(self) -> Path:
+        return self.scratch / str(UID) / "scrun-cache"
+
+    @property
     def users_dirs(self) -> list[str]:
-        """What stays in the scratch once a container is gone: the user's own directories."""
-        return [str(self.scratch / str(UID)), str(self.scratch / str(UID) / "scrun")]
+        """What stays in the scratch once a container is gone: the user's own directories
+        (and the image cache, whose entries no container uses any more)."""
+        mine = self.scratch / str(UID)
+        return [str(mine), *([str(self.cache)] if self.cache.exists() else []), str(mine / "scrun")]
 
     def leftovers(self) -> list[str]:
-        return [str(p) for p in (*self.scratch.rglob("*"), *self.node.rglob(CONTAINER))]
+        """What is in the scratch and on the node, the cache's entries left out; and the
+        cache's marks of entries in use."""
+        found = (*self.scratch.rglob("*"), *self.node.rglob(CONTAINER))
+        in_use = [str(p) for p in self.cache.glob("*/users/*")]
+        outside = [p for p in found if not p.is_relative_to(self.cache) or p == self.cache]
+        return [str(p) for p in outside] + in_use
+
+    @staticmethod
+    def written(staged: Path, path: str) -> Path:
+        """Where what a container writes to `path` (relative to its root) lands in its
+        staged bundle: a cached image's top-level directories are overlay mounts, whose
+        writable layers are upper/<dir>."""
+        top = path.split("/")[0]
+        if "/" in path and (staged / "upper" / top).is_dir():
+            return staged / "upper" / path
+        return staged / "rootfs" / path
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -180,16 +213,30 @@ def test_a_container_goes_there_and_back(tmp_path: Path, name: str) -> None:
     written = json.loads((staged / "config.json").read_text())
     assert written["process"]["args"] == ["sh", "-c", "exit 3"]
     assert "hooks" not in written and "cgroupsPath" not in written["linux"]
-    sources = [mount["source"] for mount in written["mounts"]]
+    sources = [m["source"] for m in written["mounts"] if m.get("type") != "overlay"]
     assert sources[:3] == ["proc", "/dev/null", "/home/u/data"]  # the nodes see them
     assert sources[3:] == [f"{staged}/mounts/{i}" for i in (4, 5, 6)]
-    assert (staged / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+    overlays = [mount for mount in written["mounts"] if mount.get("type") == "overlay"]
+    if name == "shared-scratch.lua":  # the image is read from the cache, through an overlay
+        [overlay] = overlays
+        assert written["mounts"][0] == overlay and overlay["destination"] == "/etc"
+        lower = Path(overlay["options"][0].removeprefix("lowerdir="))
+        assert lower.is_relative_to(site.cache) and (lower / "os").read_text() == "busybox\n"
+        assert overlay["options"][1:] == [
+            f"upperdir={staged}/upper/etc",
+            f"workdir={staged}/work/etc",
+            "userxattr",
+        ]
+    else:
+        assert overlays == []
+        assert (staged / "rootfs" / "etc" / "os").read_text() == "busybox\n"
     assert (staged / "mounts" / "5" / "old").read_text() == "old\n"
     assert (staged / "mounts" / "4").read_text() == "127.0.0.1 localhost\n"
     assert oct(site.carried.stat().st_mode & 0o777) == "0o700"
 
     # what the container does on the node: in its root, its bind mounts, a read-only one
     (staged / "rootfs" / "result").write_text("written\n")
+    site.written(staged, "etc/new").write_text("new\n")
     (staged / "mounts" / "5" / "old").unlink()
     (staged / "mounts" / "5" / "sub" / "new").write_text("new\n")
     (staged / "mounts" / "6" / "old").unlink()  # read-only: not carried back
@@ -198,6 +245,7 @@ def test_a_container_goes_there_and_back(tmp_path: Path, name: str) -> None:
     assert site.stage_out() == 0, site.slurm.errors
 
     assert (site.bundle / "rootfs" / "result").read_text() == "written\n"
+    assert (site.bundle / "rootfs" / "etc" / "new").read_text() == "new\n"
     assert not (site.data / "old").exists()  # deleted in the container: deleted here
     assert (site.data / "sub" / "new").read_text() == "new\n"
     assert (site.inputs / "old").read_text() == "old\n"
@@ -301,6 +349,144 @@ def test_two_containers_of_one_bind_mount_keep_each_others_writes(
     assert site.stage_out("a", str(first)) == 0, site.slurm.errors
     assert site.stage_out("b", str(second)) == 0, site.slurm.errors
     assert sorted(p.name for p in site.data.iterdir()) == ["a", "b", "sub"]
+
+
+def cache_entry(staged: Path) -> Path:
+    return Path((staged / "cache-entry").read_text().strip())
+
+
+def test_a_cached_image_is_copied_once(tmp_path: Path) -> None:
+    """The second container of an image copies nothing of it: both run on one entry, each
+    with a writable layer of its own; the entry is marked in use until both ended."""
+    site = Site(tmp_path, "shared-scratch.lua")
+    (site.bundle / "rootfs").chmod(0o755)
+    assert site.stage_in("a") == 0, site.slurm.errors
+    first = Path(site.slurm.bundle)
+    entry = cache_entry(first)
+    imported = (entry / "stamp").stat().st_mtime_ns
+    assert site.stage_in("b") == 0, site.slurm.errors
+    second = Path(site.slurm.bundle)
+    assert cache_entry(second) == entry and (entry / "stamp").stat().st_mtime_ns == imported
+    assert sorted(p.name for p in site.cache.iterdir() if p.is_dir()) == [entry.name]
+    assert sorted(p.name for p in (entry / "users").iterdir()) == ["a", "b"]
+    assert not (second / "rootfs" / "etc" / "os").exists()  # the lower layer's, in the cache
+    site.written(first, "etc/os").write_text("a's\n")
+    assert site.stage_out("a", str(first)) == 0, site.slurm.errors
+    assert (site.bundle / "rootfs" / "etc" / "os").read_text() == "a's\n"
+    assert (entry / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+    assert oct((site.bundle / "rootfs").stat().st_mode & 0o777) == "0o755"  # the root's own
+    assert site.stage_out("b", str(second)) == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.skipif(UID != 0, reason="a whiteout (a 0/0 character device) is made by root here")
+def test_a_containers_deletions_come_back(tmp_path: Path) -> None:
+    """The overlay's deletions are applied to the engine's root filesystem: a whiteout (a
+    deleted file or directory), an opaque directory (deleted and made again: only what is
+    in it now), a top-level file deleted and one created."""
+    site = Site(tmp_path, "shared-scratch.lua")
+    root = site.bundle / "rootfs"
+    (root / "etc" / "gone").write_text("x\n")
+    (root / "etc" / "remade").mkdir()
+    (root / "etc" / "remade" / "old").write_text("old\n")
+    (root / "topfile").write_text("top\n")
+    assert site.stage_in() == 0, site.slurm.errors
+    staged = Path(site.slurm.bundle)
+    assert (staged / "rootfs" / "topfile").read_text() == "top\n"
+    os.mknod(site.written(staged, "etc/gone"), 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+    remade = site.written(staged, "etc/remade")
+    remade.mkdir()
+    os.setxattr(remade, "user.overlay.opaque", b"y")
+    (remade / "new").write_text("new\n")
+    (staged / "rootfs" / "topfile").unlink()
+    (staged / "rootfs" / "newtop").mkdir()
+    (staged / "rootfs" / "newtop" / "f").write_text("f\n")
+    assert site.stage_out() == 0, site.slurm.errors
+    assert not (root / "etc" / "gone").exists() and not (root / "topfile").exists()
+    assert sorted(p.name for p in (root / "etc" / "remade").iterdir()) == ["new"]
+    assert (root / "newtop" / "f").read_text() == "f\n"
+    assert (root / "etc" / "os").read_text() == "busybox\n"
+    assert site.leftovers() == site.users_dirs
+
+
+def test_a_changed_cache_entry_is_not_used(tmp_path: Path) -> None:
+    """An entry changed after its import (by hand, or a broken copy) is set aside and the
+    image imported again; once no container uses it, the next import removes it."""
+    site = Site(tmp_path, "shared-scratch.lua")
+    assert site.stage_in("a") == 0, site.slurm.errors
+    first = Path(site.slurm.bundle)
+    entry = cache_entry(first)
+    (entry / "rootfs" / "etc" / "os").write_text("tampered\n")
+    assert site.stage_in("b") == 0, site.slurm.errors
+    second = Path(site.slurm.bundle)
+    assert cache_entry(second) == entry
+    assert (entry / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+    [aside] = site.cache.glob("changed-*")
+    assert (aside / "users" / "a").exists()  # still in use by a: not removed under it
+    for name, bundle in (("a", first), ("b", second)):
+        assert site.stage_out(name, str(bundle)) == 0, site.slurm.errors
+    (site.bundle / "rootfs" / "etc" / "os").write_text("a new image\n")
+    assert site.stage_in("c") == 0, site.slurm.errors  # an import: removes what is unused
+    assert not aside.exists()
+    assert site.stage_out("c") == 0, site.slurm.errors
+
+
+def test_an_import_killed_half_way_is_never_used(tmp_path: Path) -> None:
+    site = Site(tmp_path, "shared-scratch.lua")
+    assert site.stage_in("a") == 0, site.slurm.errors
+    entry = cache_entry(Path(site.slurm.bundle))
+    assert site.stage_out("a") == 0, site.slurm.errors
+    shutil.rmtree(entry)
+    half = entry.with_name(entry.name + ".tmp")
+    (half / "rootfs").mkdir(parents=True)  # killed after its first file
+    assert site.stage_in("b") == 0, site.slurm.errors
+    assert (entry / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+    assert not half.exists()
+    assert site.stage_out("b") == 0, site.slurm.errors
+
+
+def test_first_containers_started_at_once_import_once(tmp_path: Path) -> None:
+    """Six containers of an image not yet cached, staged at once (each scrun has a Lua of
+    its own): one import, under the entry's lock; all six run on it."""
+    site = Site(tmp_path, "shared-scratch.lua")
+    (site.bundle / "rootfs" / "big").write_bytes(os.urandom(8 * 1024 * 1024))
+    loaded = [site.load() for _ in range(6)]
+    config = str(site.bundle / "config.json")
+
+    def stage_in(index: int) -> tuple[int, str, list[str]]:
+        runtime, slurm = loaded[index]
+        hook = runtime.globals().slurm_scrun_stage_in
+        rc = int(hook(f"c{index}", str(site.bundle), "/spool", config, 7, UID, UID, {}))
+        return rc, slurm.bundle, slurm.errors
+
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(stage_in, range(6)))
+    assert [(rc, errors) for rc, _, errors in results] == [(0, [])] * 6
+    entries = {cache_entry(Path(bundle)) for _, bundle, _ in results}
+    assert len(entries) == 1 and sorted(p.name for p in site.cache.iterdir()) == sorted(
+        [entry.name for entry in entries] + [f"{entry.name}.lock" for entry in entries]
+    )
+    for index, (_, bundle, _) in enumerate(results):
+        assert site.stage_out(f"c{index}", bundle) == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
+
+
+def test_the_cache_keeps_to_its_limit(tmp_path: Path) -> None:
+    """Past the site's limit an import removes the least recently used images that no
+    container uses, never one in use."""
+    site = Site(tmp_path, "shared-scratch.lua", cache_mib=3)
+    big = site.bundle / "rootfs" / "big"
+    entries = []
+    for image in ("a", "b", "c"):
+        big.write_bytes(os.urandom(2 * 1024 * 1024))
+        assert site.stage_in(image) == 0, site.slurm.errors
+        entries.append(cache_entry(Path(site.slurm.bundle)))
+        if image == "a":
+            assert site.stage_out(image) == 0, site.slurm.errors  # a: ended, unused
+            used_a = Path(site.slurm.bundle)
+    assert not entries[0].exists()  # b's import removed it
+    assert entries[1].exists() and entries[2].exists()  # in use by b and c: kept
+    assert not used_a.exists()
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
