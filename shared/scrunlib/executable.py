@@ -73,11 +73,14 @@ def config_mounts(config: Mapping[str, Any]) -> dict[str, list[str]]:
     """The bind and overlay mounts of an OCI config, as RootView takes them (the last of
     two at one destination wins, as it is made last)."""
     found: dict[str, list[str]] = {}
-    for mount in config.get("mounts") or ():
-        if not isinstance(mount, dict):
+    mounts = config.get("mounts")
+    for mount in mounts if isinstance(mounts, list) else ():
+        # the runtime on the node judges the mounts: one of the wrong shape counts for nothing
+        raw_options = mount.get("options", []) if isinstance(mount, dict) else None
+        if not isinstance(raw_options, list) or not isinstance(mount.get("destination"), str):
             continue
-        destination = posixpath.normpath("/" + str(mount.get("destination", "")).lstrip("/"))
-        options = [str(option) for option in mount.get("options") or ()]
+        destination = posixpath.normpath("/" + mount["destination"].lstrip("/"))
+        options = [str(option) for option in raw_options]
         if mount.get("type") == "overlay":
             layers = {}
             for option in options:
