@@ -37,7 +37,7 @@ one_run() {
   start="$(date +%s.%N)"
   podman --runtime "$runtime" run --rm "$image" true
   end="$(date +%s.%N)"
-  echo "$end - $start" | bc
+  awk "BEGIN {print $end - $start}"
 }
 
 # median and min-max of the numbers on stdin
@@ -64,7 +64,7 @@ for round in $(seq "$BENCH_ROUNDS"); do
     rm -rf "$SCRATCH/bench-copy"
     podman umount "$id" >/dev/null
     podman rm "$id" >/dev/null
-    echo "$end - $start" | bc >>"$OUT/$tag.copy"
+    awk "BEGIN {print $end - $start}" >>"$OUT/$tag.copy"
   done
 done
 
@@ -84,8 +84,8 @@ for image in "${images[@]:1}"; do
   second="$(sort -g "$OUT/$tag.scrun.second" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')"
   first="$(sort -g "$OUT/$tag.scrun.first" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')"
   copy="$(sort -g "$OUT/$tag.copy" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')"
-  echo "$tag: second run through scrun / busybox's: $(echo "scale=2; $second / $busybox_second" | bc)x;" \
-    "first run / a plain copy into the scratch: $(echo "scale=2; $first / $copy" | bc)x"
+  echo "$tag: second run through scrun / busybox's: $(awk "BEGIN {printf \"%.2f\", $second / $busybox_second}")x;" \
+    "first run / a plain copy into the scratch: $(awk "BEGIN {printf \"%.2f\", $first / $copy}")x"
 done
 
 # the scratch's growth while one container of each image runs (what it stages of its own)

@@ -323,7 +323,9 @@ end
 -- An entry's key is a digest of the image's listing (names, types, sizes, modes, owners,
 -- link targets, and the modification times of files that hold something: the engine's own
 -- empty files and links, made anew for each container, do not count): a changed image gets
--- a new entry. It is imported under a lock per key, into <key>.tmp, renamed into place once
+-- a new entry. /etc/passwd and /etc/group do not count either: the engine writes the user
+-- into them for each container (podman's --userns=keep-id, --user); the container's own
+-- go to its writable layer. It is imported under a lock per key, into <key>.tmp, renamed into place once
 -- whole: a container that waited for the lock uses it, an import killed half way is never
 -- used. Its `stamp`, a digest of its files' status change times, tells an entry changed
 -- after its import (it is then set aside, and the image imported again). `users/<id>`
@@ -338,7 +340,7 @@ ext2/ext3 | xfs | btrfs | tmpfs) ;;
 *) exit 10 ;;
 esac
 stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
-(cd "$rootfs" && find . -mindepth 1 \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)) >"$staged/listing" || exit 1
+(cd "$rootfs" && find . -mindepth 1 \( -path ./etc/passwd -o -path ./etc/group \) -o \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)) >"$staged/listing" || exit 1
 key=$(LC_ALL=C sort -z -- "$staged/listing" | sha256sum | cut -d' ' -f1) && rm -f -- "$staged/listing" || exit 1
 entry=$cache/$key
 exec 9>>"$entry.lock" && flock -w 3600 9 || { echo "cannot lock $entry.lock"; exit 1; }
@@ -377,6 +379,11 @@ while read -r mode uid gid name; do
 	set -- "$@" "$staged/rootfs/$name" "$staged/work/$name"
 done <"$staged/overlays"
 [ $# = 0 ] || mkdir -- "$@" || exit 1
+set --
+for name in etc/passwd etc/group; do
+	if [ -f "$rootfs/$name" ] && [ ! -L "$rootfs/$name" ] && [ -d "$staged/upper/etc" ]; then set -- "$@" "$rootfs/$name"; fi
+done
+[ $# = 0 ] || cp -P --preserve="$keep" -t "$staged/upper/etc" -- "$@" || exit 1
 echo "$entry" >"$staged/cache-entry"]]
 end
 

@@ -229,6 +229,53 @@ def test_writes_to_a_bind_mount_the_nodes_cannot_see_come_back(
             shutil.rmtree(directory, ignore_errors=True)
 
 
+def cache_stamps(shared: str, uid: int) -> dict[str, int]:
+    """The user's image cache entries (shared-scratch.lua's), each with its import's time."""
+    cache = Path(shared) / str(uid) / "scrun-cache"
+    return {stamp.parent.name: stamp.stat().st_mtime_ns for stamp in cache.glob("*/stamp")}
+
+
+def test_an_image_is_staged_once_and_a_containers_changes_come_back(
+    who: Who,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """shared-scratch.lua's image cache, for root and for each test user (keep-id for
+    them, whose root filesystem is out of the real user's reach): the first container of
+    the image imports it at most once, the second copies nothing of it; what a container
+    created, changed and deleted in its root (an overlay's writable layer on the node) is
+    in podman's copy afterwards, as `podman diff` shows it; nothing stays marked in use."""
+    uid, runner = who
+    shared = cluster["SCRUN_SHARED_DIR"]
+    podman = runner(site_runtime(SCRIPT_TEXTS["shared-scratch"](shared)))
+    options = ["--userns=keep-id"] if uid != os.getuid() else []
+    # keep-id runs as the user: its own files, in the world-writable /tmp and a new one
+    where = "/tmp" if options else "/etc"
+    program = f"echo new > {where}/new && mkdir {where}/newdir && echo f > {where}/newdir/f"
+    if not options:  # root's container deletes one of the image's files too
+        program += " && rm /etc/group"
+    before = cache_stamps(shared, uid)
+    names = [f"scrun-cached-{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    try:
+        done = podman("run", "--name", names[0], *options, IMAGE, "sh", "-c", program)
+        assert done.returncode == 0, done.stderr
+        imported = cache_stamps(shared, uid)
+        assert len(set(imported) - set(before)) <= 1, (before, imported)
+        done = podman("run", "--name", names[1], *options, IMAGE, "sh", "-c", program)
+        assert done.returncode == 0, done.stderr
+        assert cache_stamps(shared, uid) == imported  # the second container imported nothing
+        diff = podman("diff", names[1])
+        assert diff.returncode == 0, diff.stderr
+        changes = set(diff.stdout.split("\n"))
+        assert {f"A {where}/new", f"A {where}/newdir", f"A {where}/newdir/f"} <= changes, changes
+        if not options:
+            assert "D /etc/group" in changes, changes
+    finally:
+        for name in names:
+            podman("rm", "-f", name)
+
+
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
 @pytest.mark.parametrize("mode", ["keep-id", "default", "user"])
 def test_every_rootless_user_namespace_mode_runs_as_the_user(

@@ -519,3 +519,22 @@ def test_a_deletion_alone_goes_back(tmp_path: Path, name: str) -> None:
     assert not (site.data / "old").exists()
     assert not (site.bundle / "rootfs" / "gone").exists()
     assert (site.data / "sub").is_dir()
+
+
+def test_the_users_the_engine_writes_in_are_each_containers_own(tmp_path: Path) -> None:
+    """podman writes the user into /etc/passwd and /etc/group for each container (keep-id,
+    --user): they do not make the image another one, and each container gets its own."""
+    site = Site(tmp_path, "shared-scratch.lua")
+    passwd = site.bundle / "rootfs" / "etc" / "passwd"
+    passwd.write_text("root:x:0:0::/root:/bin/sh\n")
+    assert site.stage_in("a") == 0, site.slurm.errors
+    first = Path(site.slurm.bundle)
+    passwd.write_text("root:x:0:0::/root:/bin/sh\nme:x:1001:1001::/home/me:/bin/sh\n")
+    assert site.stage_in("b") == 0, site.slurm.errors
+    second = Path(site.slurm.bundle)
+    assert cache_entry(first) == cache_entry(second)
+    assert (first / "upper" / "etc" / "passwd").read_text().count("\n") == 1
+    assert "me:x:1001" in (second / "upper" / "etc" / "passwd").read_text()
+    for name, bundle in (("a", first), ("b", second)):
+        assert site.stage_out(name, str(bundle)) == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
