@@ -12,7 +12,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from helpers import assert_terminal_session, session_on_terminal, wait_for
@@ -24,10 +24,6 @@ IMAGE = "localhost/busybox"
 SCRUN = str(Path(sys.prefix) / "bin" / "scrun")
 
 
-def scrun_podman(podman: Podman, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    return podman("--runtime", "scrun", *args, **kwargs)
-
-
 @pytest.fixture
 def running(podman: Podman, no_leftovers: Callable[..., None]) -> Iterator[Callable[..., str]]:
     """`running(*podman_run_options, program)` starts a container (-d) and returns its
@@ -37,15 +33,13 @@ def running(podman: Podman, no_leftovers: Callable[..., None]) -> Iterator[Calla
     def start(*options: str, program: str = "sleep 300") -> str:
         name = f"scrun-exec-{uuid.uuid4().hex[:10]}"
         names.append(name)
-        done = scrun_podman(
-            podman, "run", "-d", "--name", name, *options, IMAGE, "sh", "-c", program
-        )
+        done = podman.scrun("run", "-d", "--name", name, *options, IMAGE, "sh", "-c", program)
         assert done.returncode == 0, done.stderr
         return name
 
     yield start
     for name in names:
-        scrun_podman(podman, "rm", "-f", "-t", "0", name)
+        podman.scrun("rm", "-f", "-t", "0", name)
 
 
 def steps_of(cluster: Cluster, name: str) -> list[str]:
@@ -62,24 +56,24 @@ def test_exec_runs_in_the_container_with_env_cwd_user_and_exit_code(
     cluster: Cluster, podman: Podman, running: Callable[..., str]
 ) -> None:
     name = running()
-    done = scrun_podman(
-        podman, "exec", "-e", "WHO=exec", "-w", "/tmp", "-u", "65534", name,
+    done = podman.scrun(
+        "exec", "-e", "WHO=exec", "-w", "/tmp", "-u", "65534", name,
         "sh", "-c", "echo $WHO $PWD $(id -u); exit 4",
     )  # fmt: skip
     assert done.returncode == 4, done.stderr
     assert done.stdout == "exec /tmp 65534\n", done
-    cid = scrun_podman(podman, "inspect", "-f", "{{.ID}}", name).stdout.strip()
+    cid = podman.scrun("inspect", "-f", "{{.ID}}", name).stdout.strip()
     job_id = json.loads(cluster.run([SCRUN, "state", cid]).stdout)["jobId"]
     assert [step.split()[0] for step in steps_of(cluster, "scrun")] == [f"{job_id}.0"]
 
-    fed = scrun_podman(podman, "exec", "-i", name, "sh", "-c", "read x; echo got $x", input="hi\n")
+    fed = podman.scrun("exec", "-i", name, "sh", "-c", "read x; echo got $x", input="hi\n")
     assert (fed.returncode, fed.stdout) == (0, "got hi\n"), fed.stderr
 
-    detached = scrun_podman(podman, "exec", "-d", name, "sh", "-c", "echo bg > /tmp/bg")
+    detached = podman.scrun("exec", "-d", name, "sh", "-c", "echo bg > /tmp/bg")
     assert detached.returncode == 0, detached.stderr
     wait_for(
         "the detached exec's file",
-        lambda: scrun_podman(podman, "exec", name, "cat", "/tmp/bg").stdout == "bg\n",
+        lambda: podman.scrun("exec", name, "cat", "/tmp/bg").stdout == "bg\n",
         30,
     )
     wait_for("no exec step left", lambda: not steps_of(cluster, "scrun-exec"), 15)
@@ -142,7 +136,7 @@ def test_exec_reaches_the_node_of_task_0(
         first = cluster.run(["scontrol", "show", "hostnames", container_nodes]).stdout.split()
         assert len(first) == 2 and exec_nodes == first[0], (exec_step, container_nodes)
     finally:
-        scrun_podman(podman, "exec", name, "touch", "/go", "/stop")
+        podman.scrun("exec", name, "touch", "/go", "/stop")
         waiting.wait(timeout=60)
 
 
@@ -158,10 +152,10 @@ def test_a_failing_process_shows_its_own_stderr_only(
         return line, ["sh", "-c", f"printf '{line}' >&2; exit {code}"]
 
     line, argv = failing(4)
-    done = scrun_podman(podman, "exec", running(), *argv)
+    done = podman.scrun("exec", running(), *argv)
     assert (done.returncode, done.stderr) == (4, line), done
     line, argv = failing(3)
-    ran = scrun_podman(podman, "run", "--rm", IMAGE, *argv)
+    ran = podman.scrun("run", "--rm", IMAGE, *argv)
     assert (ran.returncode, ran.stderr) == (3, line), ran
 
 
@@ -169,10 +163,10 @@ def test_exec_into_a_container_that_does_not_run(
     cluster: Cluster, podman: Podman, running: Callable[..., str]
 ) -> None:
     name = running(program="exit 0")
-    cid = scrun_podman(podman, "inspect", "-f", "{{.ID}}", name).stdout.strip()
-    waited = scrun_podman(podman, "wait", name, timeout=60)
+    cid = podman.scrun("inspect", "-f", "{{.ID}}", name).stdout.strip()
+    waited = podman.scrun("wait", name, timeout=60)
     assert waited.stdout.strip() == "0", waited
-    assert scrun_podman(podman, "exec", name, "true").returncode != 0
+    assert podman.scrun("exec", name, "true").returncode != 0
     refused = cluster.run([SCRUN, "exec", cid, "true"])
     assert refused.returncode == 1
     assert refused.stderr.count("\n") == 1, refused.stderr
