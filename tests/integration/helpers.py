@@ -22,6 +22,7 @@ import pytest
 from plumbum import local
 from plumbum.commands.base import BaseCommand
 from scrunlib.slurm_commands import parse_scontrol_record
+from waiting import wait_for as wait_for  # the tests' one poll loop (tests/waiting.py)
 
 REPO = Path(__file__).resolve().parents[2]
 # podman with scrun as its runtime, as a user types it (a pty session's or a login shell's
@@ -69,25 +70,6 @@ def job_records(text: str) -> list[dict[str, str]]:
     """`scontrol -o show job|step` output, one record a line, each parsed by scrun's own
     parser (values with spaces stay whole)."""
     return [parse_scontrol_record(line) for line in text.splitlines() if line.strip()]
-
-
-def wait_for(
-    what: str,
-    probe: Callable[[], Any],
-    timeout: float = 30.0,
-    describe: Callable[[], str] | None = None,
-) -> Any:
-    """Poll `probe` until it returns something true, and return that; fail the test after
-    `timeout` seconds, with `describe()` when given."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            detail = f": {describe()}" if describe else ""
-            pytest.fail(f"{what} not seen within {timeout:.0f}s{detail}")
-        time.sleep(0.1)
 
 
 def wait_for_clean(problems: Callable[[], list[str]], timeout: float) -> None:

@@ -8,6 +8,7 @@ from scrun_cli.kill import parse_signal
 from scrun_cli.main import main
 from scrunlib import log
 from scrunlib.errors import InvalidInput
+from waiting import wait_for
 
 
 @pytest.fixture
@@ -399,15 +400,13 @@ class Frozen:
         self._write_state("FROZEN")
 
     def _write_state(self, state: str) -> None:
-        import time
-
         with open(os.path.join(self.cgroup, "freezer.state"), "w") as stream:
             stream.write(state)
-        for _ in range(200):
-            with open(os.path.join(self.cgroup, "freezer.state")) as stream:
-                if stream.read().strip() == state:
-                    return
-            time.sleep(0.01)
+        wait_for(f"the cgroup {state}", lambda: self._state() == state, 10)
+
+    def _state(self) -> str:
+        with open(os.path.join(self.cgroup, "freezer.state")) as stream:
+            return stream.read().strip()
 
     def thaw(self) -> int | None:
         self._write_state("THAWED")

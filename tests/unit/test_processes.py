@@ -3,12 +3,12 @@ bounded run returns, and how it ends a child that overruns."""
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 from scrunlib import processes
 from scrunlib.processes import spawn
+from waiting import wait_for
 
 
 def run_reading(argv: list[str]) -> tuple[int | None, str]:
@@ -86,10 +86,8 @@ def test_an_overrunning_run_has_its_whole_group_killed(tmp_path):
     ) as info:
         processes.run(["/bin/sh", "-c", script], {}, 0.5)
     assert info.value.output == "started\n"
-    deadline = time.monotonic() + 10
-    while running_in_group(int(group.read_text())):
-        assert time.monotonic() < deadline, "the group outlived its kill"
-        time.sleep(0.01)
+    leader = int(group.read_text())
+    wait_for("the killed group's end", lambda: not running_in_group(leader), 10)
     assert not marker.exists()  # and, none of the group running, nothing is left to write it
 
 
