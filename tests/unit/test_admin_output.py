@@ -2,15 +2,8 @@
 scrunlib.log's lines up to the chosen level and every error; the colours only at a
 terminal."""
 
-import pytest
 from scrunlib import admin_output, log
 from scrunlib.errors import internal_error
-
-
-@pytest.fixture(autouse=True)
-def restore_settings():
-    yield
-    log.configure(log.LogSettings())
 
 
 def test_log_lines_up_to_the_level_in_the_runtimes_shape(capsys):

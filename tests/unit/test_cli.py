@@ -11,15 +11,6 @@ from scrunlib.errors import InvalidInput
 from waiting import wait_for
 
 
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    monkeypatch.setenv("SCRUN_SITE_CONFIG", str(tmp_path / "none.toml"))
-    for name in ("SCRUN_DEBUG", "SCRUN_STDERR_DEBUG", "SCRUN_FILE_DEBUG", "SCRUN_SYSLOG_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path / "scrun"
-
-
 def one_error_line(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
