@@ -6,8 +6,9 @@ podman and docker wait for `scrun state`, `create` (until the anchor it forks sa
 starts in ~10 ms, and every standard module imported on top costs about as much again as
 it looks cheap: measured with `python3.11 -X importtime` on the test machine, typing ~5 ms
 (and 0.7 MB in the anchor), dataclasses ~5 ms, json or re 4.5-9 ms, subprocess ~9 ms,
-enum ~4 ms, shutil ~7 ms, tempfile ~5 ms, collections.abc ~2 ms, contextlib ~1 ms,
-plumbum 35-80 ms, loguru 57-91 ms (which is why scrunlib.log is its own engine). So the
+enum ~4 ms, shutil ~7 ms, tempfile ~5 ms, collections.abc ~2 ms, contextlib ~1 ms; the
+chosen libraries plumbum and loguru each cost more than a whole `scrun state` (their
+figures: the README's "Libraries"; which is why scrunlib.log is its own engine). So the
 modules on those paths import, when they are imported, only scrun's own modules, what the
 interpreter already holds at start, and the few listed below; what they need only for
 typing sits under `if TYPE_CHECKING:` (TYPE_CHECKING being a plain False: `typing` itself
