@@ -175,7 +175,7 @@ def test_stdin_reaches_the_container(podman: Podman, no_leftovers: Callable[...,
 
 
 def test_50_mb_through_stdin_and_stdout_intact(
-    cluster: Cluster, tmp_path: Path, no_leftovers: Callable[..., None]
+    podman: Podman, tmp_path: Path, no_leftovers: Callable[..., None]
 ) -> None:
     source = tmp_path / "in.bin"
     sink = tmp_path / "out.bin"
@@ -183,16 +183,10 @@ def test_50_mb_through_stdin_and_stdout_intact(
         for _ in range(50):
             stream.write(os.urandom(1024 * 1024))
     with source.open("rb") as stdin, sink.open("wb") as stdout:
-        done = subprocess.run(
-            [*SCRUN_PODMAN, "run", "-i", "--rm", IMAGE, "cat"],
-            stdin=stdin,
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            env=cluster.env,
-            timeout=180,
-            check=False,
+        done = podman.scrun(
+            "run", "-i", "--rm", IMAGE, "cat", stdin=stdin, stdout=stdout, timeout=180
         )
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert done.returncode == 0, done.stderr
     assert sink.stat().st_size == 50 * 1024 * 1024
     assert sha256(sink) == sha256(source)
 
