@@ -36,6 +36,7 @@ from helpers import (
     from_other_checkout,
     is_this_checkouts_anchor,
     job_records,
+    program,
     run,
     scrun_podman,
     wait_for_clean,
@@ -84,7 +85,7 @@ class Cluster:
         in `/`: srun's steps start in its cwd, and the nodes do not have this clone's (one
         under /tmp is the login host's own)."""
         kwargs.setdefault("cwd", "/")
-        return run(local[argv[0]][argv[1:]], timeout=timeout, env=self.env, **kwargs)
+        return run(program(argv[0], self.env)[argv[1:]], timeout=timeout, env=self.env, **kwargs)
 
     def job_records(self, *job: str) -> list[dict[str, str]]:
         """`scontrol -o show job [JOB]`: every job slurmctld knows (running, or ended within
@@ -279,7 +280,7 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
     problems = []
     # Every job scrun allocates carries its job tag as comment (scrunlib.slurm_commands.job_tag),
     # whatever its name (SCRUN_JOB_NAME); a job a test made itself does not.
-    squeue = run(local["squeue"]["-h", "-o", "%i %j %T %N %k"], timeout=30, env=env)
+    squeue = run(program("squeue", env)["-h", "-o", "%i %j %T %N %k"], timeout=30, env=env)
     if squeue.returncode != 0:
         problems.append(f"squeue failed: {squeue.stderr.strip()}")
     problems += [

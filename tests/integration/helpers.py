@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from plumbum import local
@@ -33,6 +34,12 @@ SCRUN_PODMAN = ("podman", "--runtime", "scrun")
 def scrun_podman(*args: str) -> BaseCommand:
     """`podman --runtime scrun ARGS` (podman's configuration: the caller's environment)."""
     return local[SCRUN_PODMAN[0]][(*SCRUN_PODMAN[1:], *args)]
+
+
+def program(name: str, env: Mapping[str, str]) -> BaseCommand:
+    """`name` found on `env`'s PATH (plumbum's `local[name]` looks on this process's): the
+    cluster's environment puts this checkout's venv first."""
+    return local[shutil.which(name, path=env.get("PATH")) or name]
 
 
 def run(
@@ -60,10 +67,9 @@ def run(
 
 
 def local_popen(command: BaseCommand, **popen: Any) -> subprocess.Popen[str]:
-    """`command` started: a command of this machine's (`local`) is a subprocess.Popen."""
-    proc = command.popen(**popen)
-    assert isinstance(proc, subprocess.Popen)
-    return proc
+    """`command` started. A command of this machine's (`local`) runs in a subprocess.Popen,
+    which plumbum wraps and hands every call on to: typed as what it does."""
+    return cast("subprocess.Popen[str]", command.popen(**popen))
 
 
 def job_records(text: str) -> list[dict[str, str]]:
