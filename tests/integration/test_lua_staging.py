@@ -447,9 +447,7 @@ def test_create_without_bundle_tells_the_script(
     output = tmp_path / "create.out"
     with output.open("w") as stream:
         try:
-            created = site.scrun(
-                "create", cid, cwd=bundle, capture_output=False, stdout=stream, stderr=stream
-            )
+            created = site.scrun("create", cid, cwd=bundle, stdout=stream, stderr=stream)
         finally:
             deleted = site.scrun("delete", "--force", cid)
     assert created.returncode == 0, output.read_text()
