@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import users
-from helpers import assert_terminal_session, wait_for
+from helpers import SCRUN_PODMAN, assert_terminal_session, wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Docker, Podman
@@ -177,7 +177,7 @@ def test_podman_run_with_a_terminal_sees_its_size_and_its_changes(
 ) -> None:
     """Under podman 5 the container may start before its terminal has podman's size
     (README, Known limits); a resize always reaches it."""
-    argv = ["podman", "--runtime", "scrun", "run", "--rm", "-it", IMAGE]
+    argv = [*SCRUN_PODMAN, "run", "--rm", "-it", IMAGE]
     version = podman("version", "--format", "{{.Client.Version}}").stdout.strip()
     assert_terminal_session(argv, cluster.env, size_at_start=int(version.split(".")[0]) < 5)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from helpers import assert_terminal_session, session_on_terminal, wait_for
+from helpers import SCRUN_PODMAN, assert_terminal_session, session_on_terminal, wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman
@@ -83,7 +83,7 @@ def test_exec_with_a_terminal_sees_its_size_and_its_changes(
     cluster: Cluster, running: Callable[..., str]
 ) -> None:
     name = running()
-    assert_terminal_session(["podman", "--runtime", "scrun", "exec", "-it", name], cluster.env)
+    assert_terminal_session([*SCRUN_PODMAN, "exec", "-it", name], cluster.env)
 
 
 def test_exec_with_a_terminal_under_script_shows_no_stray_byte(
@@ -93,7 +93,7 @@ def test_exec_with_a_terminal_under_script_shows_no_stray_byte(
     the size alone. script's stdin stays open: at its end, script writes an end-of-file
     character into the session, which podman passes on as typed input (`^@` echoed), with
     crun as with scrun; that byte is the caller's."""
-    podman = shlex.join(["podman", "--runtime", "scrun", "exec", "-it", running(), "stty", "size"])
+    podman = shlex.join([*SCRUN_PODMAN, "exec", "-it", running(), "stty", "size"])
     argv = ["script", "-qec", f"stty rows 33 cols 101; {podman}", "/dev/null"]
     with subprocess.Popen(
         argv, env=cluster.env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -109,7 +109,7 @@ def test_exec_with_a_terminal_ends_with_ctrl_d(
 ) -> None:
     """Ctrl-D is the end of the input, as on any terminal."""
     name = running()
-    argv = ["podman", "--runtime", "scrun", "exec", "-it", name]
+    argv = [*SCRUN_PODMAN, "exec", "-it", name]
     program = "echo ready; cat; echo end of input $?"
     code, shown = session_on_terminal(
         [*argv, "sh", "-c", program], cluster.env, (24, 80), b"ready", b"line\r\x04"
@@ -127,7 +127,7 @@ def test_exec_reaches_the_node_of_task_0(
         "-e", "SCRUN_JOB_NUM_NODES=2", program="while [ ! -e /stop ]; do sleep 0.1; done"
     )
     until_go = "while [ ! -e /go ]; do sleep 0.1; done"
-    argv = ["podman", "--runtime", "scrun", "exec", name, "sh", "-c", until_go]
+    argv = [*SCRUN_PODMAN, "exec", name, "sh", "-c", until_go]
     waiting = subprocess.Popen(argv, env=cluster.env)
     try:
         exec_step = wait_for("the exec step", lambda: steps_of(cluster, "scrun-exec"), 60)

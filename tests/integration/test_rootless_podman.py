@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from conftest import SEED_SCRIPT
-from helpers import wait_for
+from helpers import SCRUN_PODMAN, wait_for
 from users import IMAGE, REPO, User, assert_users_clean, errors, pick_users, user_site
 
 if TYPE_CHECKING:
@@ -68,9 +68,7 @@ def test_exit_code_and_stdin(alice: User, clean: None) -> None:
 
 def test_tty(alice: User, clean: None) -> None:
     inner = "[ -t 0 ] && echo IN-TTY; [ -t 1 ] && echo OUT-TTY; echo T-OK"
-    podman = shlex.join(
-        ["podman", "--runtime", "scrun", "run", "-t", "--rm", IMAGE, "sh", "-c", inner]
-    )
+    podman = shlex.join([*SCRUN_PODMAN, "run", "-t", "--rm", IMAGE, "sh", "-c", inner])
     done = alice.sh(f"script -qec {shlex.quote(podman)} /dev/null")
     assert done.returncode == 0, (done.stdout, done.stderr)
     lines = done.stdout.replace("\r", "").splitlines()
