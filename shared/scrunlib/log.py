@@ -7,9 +7,10 @@ in every process, goes through `format_line` to the outputs that admit it.
 
 The engine is this module, not loguru: loguru would only carry lines to these same outputs,
 whose formats are fixed by their readers (runc's JSON log for podman and containerd, syslog,
-the text of the anchor's log), and importing it takes longer than a whole `scrun state` (the
-figures: tools/lint-tree/lint_tree/hotpath.py). At debug level every
-create and its anchor would pay that, and so would `scrun state`.
+the text of the anchor's log), and importing it takes longer than a whole `scrun state`
+(the README's "Libraries" has the figures); at debug level every create and its anchor
+would pay that, and so would `scrun state`. The admin tools, which no engine waits for,
+hand their stderr lines to loguru instead (`stderr_sink`, scrunlib.admin_output).
 """
 
 from __future__ import annotations
@@ -77,11 +78,14 @@ class LogSettings:
         extra_level: int = 0,
         program: str = "scrun",
         stderr_stream: TextIO | None = None,
+        stderr_sink: Write | None = None,
     ) -> None:
         self.stderr, self.syslog, self.file = stderr, syslog, file
         self.log_file, self.log_format = log_file, log_format
         self.extra_file, self.extra_level = extra_file, extra_level
         self.program, self.stderr_stream = program, stderr_stream
+        # (level, message) of each stderr line, for a writer that formats it itself
+        self.stderr_sink = stderr_sink
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> LogSettings:
@@ -183,11 +187,12 @@ def format_line(style: str, level: int, message: str, moment: float) -> str:
     output `style` shows it. stderr: `scrun: error: ...` (no level for info), what a person
     at a terminal reads; text: RFC 3339 time, program[pid], level (the anchor's log, the
     `--log-format=text` file); json: runc's log object, which podman and containerd parse;
-    syslog: the message alone (syslog adds time, program and pid)."""
+    syslog and sink: the message alone (syslog adds time, program and pid; a stderr_sink
+    formats it itself)."""
     name = LEVEL_NAMES[level]
     if style == "stderr":
         return f"{_settings.program}: {'' if level == INFO else name + ': '}{message}\n"
-    if style == "syslog":
+    if style in ("syslog", "sink"):
         return message
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment))
     stamp += f".{int(moment % 1 * 1_000_000):06d}Z"
@@ -204,7 +209,9 @@ def _make_outputs() -> list[Output]:
     global _outputs
     s = _settings
     outputs: list[Output] = []
-    if s.stderr:
+    if s.stderr and s.stderr_sink:
+        outputs.append(Output(s.stderr, "sink", s.stderr_sink))
+    elif s.stderr:
 
         def to_stderr(level: int, line: str) -> None:
             stream = s.stderr_stream or sys.stderr  # looked up late: tests swap sys.stderr

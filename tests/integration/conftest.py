@@ -6,7 +6,8 @@ Every test under tests/integration is marked `integration` automatically.
   when the cluster is already up) and returns a `Cluster`. If the cluster cannot start,
   the test FAILS: a missing cluster must never look like a green run.
 * `podman` (session): `podman(*args, **run_kwargs) -> CompletedProcess[str]`, podman with
-  the private CONTAINERS_CONF (text mode, output captured, never raises on exit codes).
+  the private CONTAINERS_CONF (text mode, output captured, never raises on exit codes);
+  `podman.scrun(*args, ...)` is `podman --runtime scrun ARGS`.
 * `docker` (session): a `Docker`: a PRIVATE containerd + dockerd (harness/docker-up.sh,
   everything under DIR/docker) with the runtime name `scrun` and the image
   localhost/busybox. Called like `podman`: `docker(*args, **run_kwargs)` runs the docker.io
@@ -24,14 +25,24 @@ import os
 import shlex
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
-from helpers import cmdline, from_other_checkout, is_this_checkouts_anchor
+from helpers import (
+    cmdline,
+    from_other_checkout,
+    is_this_checkouts_anchor,
+    job_records,
+    program,
+    run,
+    scrun_podman,
+    wait_for_clean,
+)
+from plumbum import local
+from plumbum.commands.base import BaseCommand
 from scrunlib.slurm_commands import tagged_container
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,12 +81,18 @@ class Cluster:
     def run(
         self, argv: list[str], timeout: float = 120.0, **kwargs: Any
     ) -> subprocess.CompletedProcess[str]:
-        """Run a command against the cluster (text mode, output captured, no check), in `/`:
-        srun's steps start in its cwd, and the nodes do not have this clone's (one under
-        /tmp is the login host's own)."""
-        kwargs.setdefault("capture_output", True)
+        """Run a command against the cluster (helpers.run: text, output captured, no check),
+        in `/`: srun's steps start in its cwd, and the nodes do not have this clone's (one
+        under /tmp is the login host's own)."""
         kwargs.setdefault("cwd", "/")
-        return subprocess.run(argv, env=self.env, text=True, timeout=timeout, check=False, **kwargs)
+        return run(program(argv[0], self.env)[argv[1:]], timeout=timeout, env=self.env, **kwargs)
+
+    def job_records(self, *job: str) -> list[dict[str, str]]:
+        """`scontrol -o show job [JOB]`: every job slurmctld knows (running, or ended within
+        MinJobAge), or that one, parsed."""
+        done = self.run(["scontrol", "-o", "show", "job", *job], timeout=30)
+        assert done.returncode == 0 or "No jobs" in done.stdout + done.stderr, done.stderr
+        return job_records(done.stdout)
 
 
 def parse_exports(text: str) -> dict[str, str]:
@@ -91,20 +108,8 @@ def parse_exports(text: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def cluster() -> Cluster:
-    env = dict(os.environ)
-    env.setdefault("SKIP_APT", "1")
-    try:
-        done = subprocess.run(
-            [str(HARNESS / "cluster-up.sh")],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=CLUSTER_UP_TIMEOUT,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.fail(f"harness/cluster-up.sh did not finish: {exc}", pytrace=False)
+    skip_apt = {} if "SKIP_APT" in os.environ else {"SKIP_APT": "1"}
+    done = run(local[str(HARNESS / "cluster-up.sh")], timeout=CLUSTER_UP_TIMEOUT, env=skip_apt)
     exports = parse_exports(done.stdout)
     if done.returncode != 0 or "SLURM_CONF" not in exports:
         tail = "\n".join(done.stderr.splitlines()[-30:])
@@ -125,23 +130,32 @@ def cluster() -> Cluster:
     )
 
 
-class Podman(Protocol):
-    def __call__(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]: ...
+@dataclass(frozen=True)
+class Podman:
+    """podman with the cluster's private CONTAINERS_CONF. Keyword arguments go to
+    helpers.run (input=, timeout= (default 120 s), env=...)."""
+
+    env: dict[str, str] = field(repr=False)
+
+    def __call__(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        """`podman("--runtime", "crun", "run", "--rm", "localhost/busybox", "echo", "hi")`."""
+        return self._run(local["podman"][args], kwargs)
+
+    def scrun(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        """`podman --runtime scrun ARGS`."""
+        return self._run(scrun_podman(*args), kwargs)
+
+    def _run(
+        self, command: BaseCommand, kwargs: dict[str, Any]
+    ) -> subprocess.CompletedProcess[str]:
+        kwargs.setdefault("timeout", 120.0)
+        kwargs.setdefault("env", self.env)
+        return run(command, **kwargs)
 
 
 @pytest.fixture(scope="session")
 def podman(cluster: Cluster) -> Podman:
-    """`podman("--runtime", "crun", "run", "--rm", "localhost/busybox", "echo", "hi")`.
-
-    Keyword arguments go to subprocess.run (input=, timeout= (default 120 s), env=...)."""
-
-    def run(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        kwargs.setdefault("timeout", 120.0)
-        kwargs.setdefault("env", cluster.env)
-        kwargs.setdefault("capture_output", True)
-        return subprocess.run(["podman", *args], text=True, check=False, **kwargs)
-
-    return run
+    return Podman(cluster.env)
 
 
 # ----------------------------------------------------------------------------- docker
@@ -163,34 +177,24 @@ class Docker:
 
     def __call__(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
         """`docker("run", "--rm", "--runtime", "scrun", ...)`. Keyword arguments go to
-        subprocess.run (input=, timeout= (default 120 s), env=...); text mode, output
+        helpers.run (input=, timeout= (default 120 s), env=...); text mode, output
         captured, never raises on exit codes."""
         kwargs.setdefault("timeout", 120.0)
         kwargs.setdefault("env", self.env)
-        kwargs.setdefault("capture_output", True)
-        return subprocess.run(
-            [DOCKER_CLI, "--host", self.host, *args], text=True, check=False, **kwargs
-        )
+        return run(self.command(*args), **kwargs)
+
+    def command(self, *args: str) -> BaseCommand:
+        """`docker ARGS` against this daemon, as a command (to start in the background)."""
+        return local[DOCKER_CLI]["--host", self.host, args]
 
 
 def _docker_script(name: str, cluster: Cluster, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(HARNESS / name), str(cluster.dir)],
-        env=cluster.env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    return run(local[str(HARNESS / name)][str(cluster.dir)], timeout=timeout, env=cluster.env)
 
 
 def _stop_docker(cluster: Cluster) -> str | None:
     """harness/docker-down.sh; None when it worked, else what went wrong."""
-    try:
-        done = _docker_script("docker-down.sh", cluster, DOCKER_DOWN_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"harness/docker-down.sh did not finish: {exc}"
+    done = _docker_script("docker-down.sh", cluster, DOCKER_DOWN_TIMEOUT)
     if done.returncode != 0:
         return f"harness/docker-down.sh failed (exit {done.returncode}):\n{done.stderr}"
     return None
@@ -201,9 +205,9 @@ def docker(cluster: Cluster) -> Iterator[Docker]:
     # On failure, whatever did start is stopped again: CI leaves nothing behind.
     try:
         done = _docker_script("docker-up.sh", cluster, DOCKER_UP_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except pytest.fail.Exception:  # it did not finish
         _stop_docker(cluster)
-        pytest.fail(f"harness/docker-up.sh did not finish: {exc}", pytrace=False)
+        raise
     exports = parse_exports(done.stdout)
     if done.returncode != 0 or "DOCKER_HOST" not in exports:
         _stop_docker(cluster)
@@ -276,14 +280,7 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
     problems = []
     # Every job scrun allocates carries its job tag as comment (scrunlib.slurm_commands.job_tag),
     # whatever its name (SCRUN_JOB_NAME); a job a test made itself does not.
-    squeue = subprocess.run(
-        ["squeue", "-h", "-o", "%i %j %T %N %k"],
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    squeue = run(program("squeue", env)["-h", "-o", "%i %j %T %N %k"], timeout=30, env=env)
     if squeue.returncode != 0:
         problems.append(f"squeue failed: {squeue.stderr.strip()}")
     problems += [
@@ -345,13 +342,7 @@ def assert_no_leftovers(env: Mapping[str, str], timeout: float = 10.0) -> None:
     container directory in the default spool root, no container state in the oci.conf
     runtime root of any node, no staged copy in the shared dir. Polls up to `timeout` s: podman's
     cleanup (conmon's exit command) and Slurm's job completion run after podman returns."""
-    deadline = time.monotonic() + timeout
-    while True:
-        problems = leftovers(env)
-        if not problems or time.monotonic() >= deadline:
-            break
-        time.sleep(0.2)
-    assert not problems, "leftovers after the test:\n  " + "\n  ".join(problems)
+    wait_for_clean(lambda: leftovers(env), timeout)
 
 
 @pytest.fixture
@@ -428,28 +419,14 @@ class SiteRuntime:
     def podman(
         self, *args: str, timeout: float = 180.0, **kwargs: Any
     ) -> subprocess.CompletedProcess[str]:
-        kwargs.setdefault("capture_output", True)
-        return subprocess.run(
-            ["podman", "--runtime", "scrun", *args],
-            env=self.env,
-            text=True,
-            timeout=timeout,
-            check=False,
-            **kwargs,
-        )
+        """`podman --runtime scrun ARGS` with this site (helpers.run's keyword arguments)."""
+        return run(scrun_podman(*args), timeout=timeout, env=self.env, **kwargs)
 
     def scrun(
         self, *args: str, timeout: float = 180.0, **kwargs: Any
     ) -> subprocess.CompletedProcess[str]:
-        kwargs.setdefault("capture_output", True)
-        return subprocess.run(
-            [str(self.dir / "scrun"), *args],
-            env=self.env,
-            text=True,
-            timeout=timeout,
-            check=False,
-            **kwargs,
-        )
+        """This site's `scrun ARGS` (helpers.run's keyword arguments)."""
+        return run(local[str(self.dir / "scrun")][args], timeout=timeout, env=self.env, **kwargs)
 
 
 @pytest.fixture

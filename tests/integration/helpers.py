@@ -1,38 +1,92 @@
 """Small helpers shared by the integration tests (imported as `helpers`: pytest puts this
-folder on sys.path, as it has no __init__.py)."""
+folder on sys.path, as it has no __init__.py).
+
+The podman, docker, Slurm and harness command lines of the tests are plumbum commands,
+composed here and in conftest.py and users.py (`local["podman"]["--runtime", "scrun"]` is a
+command of its own, to run, to extend with arguments or to start in the background), and run
+by `run`: bounded, never raising on an exit code, a timeout failing the test with the
+command named.
+"""
 
 from __future__ import annotations
 
 import os
 import select
+import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from plumbum import local
+from plumbum.commands.base import BaseCommand
+from scrunlib.slurm_commands import parse_scontrol_record
+from waiting import wait_for as wait_for  # the tests' one poll loop (tests/waiting.py)
 
 REPO = Path(__file__).resolve().parents[2]
+# podman with scrun as its runtime, as a user types it (a pty session's or a login shell's
+# argv); `scrun_podman` is the same as a command.
+SCRUN_PODMAN = ("podman", "--runtime", "scrun")
 
 
-def wait_for(
-    what: str,
-    probe: Callable[[], Any],
-    timeout: float = 30.0,
-    describe: Callable[[], str] | None = None,
-) -> Any:
-    """Poll `probe` until it returns something true, and return that; fail the test after
-    `timeout` seconds, with `describe()` when given."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            detail = f": {describe()}" if describe else ""
-            pytest.fail(f"{what} not seen within {timeout:.0f}s{detail}")
-        time.sleep(0.1)
+def scrun_podman(*args: str) -> BaseCommand:
+    """`podman --runtime scrun ARGS` (podman's configuration: the caller's environment)."""
+    return local[SCRUN_PODMAN[0]][(*SCRUN_PODMAN[1:], *args)]
+
+
+def program(name: str, env: Mapping[str, str]) -> BaseCommand:
+    """`name` found on `env`'s PATH (plumbum's `local[name]` looks on this process's): the
+    cluster's environment puts this checkout's venv first."""
+    return local[shutil.which(name, path=env.get("PATH")) or name]
+
+
+def run(
+    command: BaseCommand,
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+    **popen: Any,
+) -> subprocess.CompletedProcess[str]:
+    """Run `command` to its end: stdin `input` (else empty), stdout and stderr captured as
+    text unless `popen` redirects them (stdin=, stdout=, stderr=, cwd=), `env` on top of
+    this process's environment. The exit code is the caller's to check; past `timeout`
+    seconds the command is killed and the test fails, naming it. (Not plumbum's own
+    `run(timeout=)`: it kills the command but then reads its pipes to their end, which a
+    process it started, an anchor say, may hold open for as long as it lives.)"""
+    proc = local_popen(command, env=env, encoding="utf-8", errors="replace", **popen)
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"`{command}` did not finish in {timeout:g} s and was killed", pytrace=False)
+    return subprocess.CompletedProcess(command.formulate(), proc.returncode, out or "", err or "")
+
+
+def local_popen(command: BaseCommand, **popen: Any) -> subprocess.Popen[str]:
+    """`command` started. A command of this machine's (`local`) runs in a subprocess.Popen,
+    which plumbum wraps and hands every call on to: typed as what it does."""
+    return cast("subprocess.Popen[str]", command.popen(**popen))
+
+
+def job_records(text: str) -> list[dict[str, str]]:
+    """`scontrol -o show job|step` output, one record a line, each parsed by scrun's own
+    parser (values with spaces stay whole)."""
+    return [parse_scontrol_record(line) for line in text.splitlines() if line.strip()]
+
+
+def wait_for_clean(problems: Callable[[], list[str]], timeout: float) -> None:
+    """Wait until `problems()` lists none; else fail the test with the last list."""
+    last: list[str] = []
+
+    def clean() -> bool:
+        last[:] = problems()
+        return not last
+
+    wait_for("nothing left after the test", clean, timeout, lambda: "\n  " + "\n  ".join(last))
 
 
 def copy_out(

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 IMAGE = "localhost/busybox"
 SCRUN = str(Path(sys.prefix) / "bin" / "scrun")
-RUNTIME = ("--runtime", "scrun")
 ACCOUNTING = Path(__file__).resolve().parents[2] / "harness" / "accounting.sh"
 # sacct's record reaches slurmdbd after the job ends (slurmctld sends it on its own time)
 RECORD_TIMEOUT = 30.0
@@ -83,9 +82,9 @@ def run_named(
 ) -> tuple[subprocess.CompletedProcess[str], str]:
     """`podman run --name N ARGS` (kept: its id outlives it); returns (result, id)."""
     name = f"scrun-acct-{uuid.uuid4().hex[:10]}"
-    done = podman(*RUNTIME, "run", "--name", name, *args, **kwargs)
-    cid = podman(*RUNTIME, "inspect", "-f", "{{.ID}}", name).stdout.strip()
-    podman(*RUNTIME, "rm", "-f", "-t", "0", name)
+    done = podman.scrun("run", "--name", name, *args, **kwargs)
+    cid = podman.scrun("inspect", "-f", "{{.ID}}", name).stdout.strip()
+    podman.scrun("rm", "-f", "-t", "0", name)
     assert cid, done.stderr
     return done, cid
 
@@ -113,17 +112,17 @@ def test_sacct_shows_the_containers_end(
 def test_sacct_shows_a_job_cancelled_by_scancel(
     cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
 ) -> None:
-    started = podman(*RUNTIME, "run", "-d", IMAGE, "sleep", "300")
+    started = podman.scrun("run", "-d", IMAGE, "sleep", "300")
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
     try:
         job_id = str(json.loads(cluster.run([SCRUN, "state", cid]).stdout)["jobId"])
         assert cluster.run(["scancel", job_id]).returncode == 0
-        podman(*RUNTIME, "wait", cid, timeout=60)
+        podman.scrun("wait", cid, timeout=60)
         records = final_record(cluster, job_id)
         assert records[job_id][0] == "CANCELLED", records
     finally:
-        podman(*RUNTIME, "rm", "-f", "-t", "0", cid)
+        podman.scrun("rm", "-f", "-t", "0", cid)
 
 
 def test_sacct_shows_a_stopped_containers_step_cancelled(
@@ -131,17 +130,17 @@ def test_sacct_shows_a_stopped_containers_step_cancelled(
 ) -> None:
     """`podman stop` ends the container's step (SIGTERM, then SIGKILL for a pid 1 that
     ignores it): Slurm records the step CANCELLED, the job with the signal."""
-    started = podman(*RUNTIME, "run", "-d", IMAGE, "sleep", "300")
+    started = podman.scrun("run", "-d", IMAGE, "sleep", "300")
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
     try:
         job_id = str(json.loads(cluster.run([SCRUN, "state", cid]).stdout)["jobId"])
-        assert podman(*RUNTIME, "stop", "-t", "1", cid, timeout=60).returncode == 0
+        assert podman.scrun("stop", "-t", "1", cid, timeout=60).returncode == 0
         records = final_record(cluster, job_id)
         assert records[f"{job_id}.0"][0] == "CANCELLED", records
         assert records[job_id] == ("FAILED", "0:9"), records
     finally:
-        podman(*RUNTIME, "rm", "-f", "-t", "0", cid)
+        podman.scrun("rm", "-f", "-t", "0", cid)
 
 
 def test_sacct_names_the_containers_bundle(cluster: Cluster, podman: Podman) -> None:
@@ -178,8 +177,8 @@ def test_memory_past_the_limit_ends_the_container_out_of_memory(
 
 def test_memory_within_the_limit_is_fine(podman: Podman, no_leftovers: Callable[..., None]) -> None:
     """The same program, with room: the limit is what ended it above, not the program."""
-    done = podman(
-        *RUNTIME, "run", "--rm", "-e", "SCRUN_MEM_PER_NODE=64M", IMAGE,
+    done = podman.scrun(
+        "run", "--rm", "-e", "SCRUN_MEM_PER_NODE=64M", IMAGE,
         "sh", "-c", ALLOCATE.format(size="4m"),
     )  # fmt: skip
     assert (done.returncode, done.stdout.strip()) == (0, "kept 4194304 bytes"), done.stderr
@@ -190,8 +189,8 @@ def test_the_container_sees_the_cpus_it_asked_for(
 ) -> None:
     machine = os.cpu_count() or 1
     for asked in (1, 2):
-        done = podman(
-            *RUNTIME, "run", "--rm", "-e", f"SCRUN_CPUS_PER_TASK={asked}", IMAGE,
+        done = podman.scrun(
+            "run", "--rm", "-e", f"SCRUN_CPUS_PER_TASK={asked}", IMAGE,
             "sh", "-c", "nproc; grep Cpus_allowed_list /proc/self/status",
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
@@ -247,7 +246,7 @@ def test_sacct_shows_a_container_that_ran_out_of_time(
     cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
 ) -> None:
     """SCRUN_TIMELIMIT=1: Slurm ends the job after its minute (up to 30 s later)."""
-    started = podman(*RUNTIME, "run", "-d", "-e", "SCRUN_TIMELIMIT=1", IMAGE, "sleep", "600")
+    started = podman.scrun("run", "-d", "-e", "SCRUN_TIMELIMIT=1", IMAGE, "sleep", "600")
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
     try:
@@ -260,7 +259,7 @@ def test_sacct_shows_a_container_that_ran_out_of_time(
             return found.get(job_id, ("",))[0] == "TIMEOUT"
 
         wait_for(f"job {job_id} TIMEOUT", timed_out, TIME_LIMIT_TIMEOUT, lambda: str(found))
-        waited = podman(*RUNTIME, "wait", cid, timeout=60)
+        waited = podman.scrun("wait", cid, timeout=60)
         assert waited.stdout.strip() not in ("", "0"), waited
     finally:
-        podman(*RUNTIME, "rm", "-f", "-t", "0", cid)
+        podman.scrun("rm", "-f", "-t", "0", cid)

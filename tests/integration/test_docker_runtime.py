@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from helpers import wait_for
+from helpers import wait_for, wait_for_clean
 from scrunlib.slurm_commands import job_tag, tagged_container
 
 if TYPE_CHECKING:
@@ -68,10 +68,7 @@ def docker_leftovers(docker: Docker) -> Iterator[Callable[..., None]]:
     this module in docker. Polls like `no_leftovers` (dockerd cleans up after the CLI)."""
 
     def check(timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while (problems := docker_leftover_list(docker)) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not problems, "docker leftovers after the test:\n  " + "\n  ".join(problems)
+        wait_for_clean(lambda: docker_leftover_list(docker), timeout)
 
     yield check
     check()

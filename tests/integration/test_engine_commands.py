@@ -15,11 +15,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 import users
-from helpers import assert_terminal_session, wait_for
+from helpers import SCRUN_PODMAN, assert_terminal_session, wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Docker, Podman
@@ -54,14 +54,14 @@ def podman_container(
     def start(*options: str, program: str = COUNTER) -> tuple[str, str]:
         name = f"scrun-engine-{uuid.uuid4().hex[:10]}"
         names.append(name)
-        done = podman("--runtime", "scrun", "run", "-d", "--name", name, *options, IMAGE,
+        done = podman.scrun("run", "-d", "--name", name, *options, IMAGE,
                       "sh", "-c", program)  # fmt: skip
         assert done.returncode == 0, done.stderr
         return name, done.stdout.strip()
 
     yield start
     for name in names:
-        podman("--runtime", "scrun", "rm", "-f", "-t", "0", name)
+        podman.scrun("rm", "-f", "-t", "0", name)
 
 
 def scrun(
@@ -103,7 +103,8 @@ def assert_pause_freezes(
     listed = scrun(cluster, "ps", cid, "-o", "stat,args", root=root)
     assert listed.returncode == 0 and frozen(listed.stdout), listed
     stood = staged_counter(cluster, cid)
-    time.sleep(1.5)  # 15 counts, were it running
+    # No event says a frozen process did not count: a window of 15 counts, were it running
+    time.sleep(1.5)
     assert staged_counter(cluster, cid) == stood, "the counter went on while paused"
     resumed = engine("unpause", name)
     assert resumed.returncode == 0, resumed.stderr
@@ -120,18 +121,14 @@ def test_podman_pause_unpause_and_rm_of_a_paused_container(
     cluster: Cluster, podman: Podman, podman_container: Callable[..., tuple[str, str]]
 ) -> None:
     name, cid = podman_container()
-
-    def engine(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        return podman("--runtime", "scrun", *args, **kwargs)
-
-    assert_pause_freezes(cluster, engine, name, cid)
-    assert engine("pause", name).returncode == 0
-    status = engine("inspect", "-f", "{{.State.Status}}", name).stdout.strip()
+    assert_pause_freezes(cluster, podman.scrun, name, cid)
+    assert podman.scrun("pause", name).returncode == 0
+    status = podman.scrun("inspect", "-f", "{{.State.Status}}", name).stdout.strip()
     assert status == "paused"
-    refused = engine("exec", name, "true")  # podman's own check: no runtime call
+    refused = podman.scrun("exec", name, "true")  # podman's own check: no runtime call
     assert refused.returncode != 0
     started = time.monotonic()
-    removed = engine("rm", "-f", name)  # kill 15 (thawed, acted on), delete
+    removed = podman.scrun("rm", "-f", name)  # kill 15 (thawed, acted on), delete
     assert removed.returncode == 0, removed.stderr
     assert time.monotonic() - started < 8, "rm -f of a paused container waited for SIGKILL"
 
@@ -171,7 +168,7 @@ def test_podman_top_with_ps_options_runs_ps_in_the_container(
     version = podman("version", "--format", "{{.Client.Version}}").stdout.strip()
     if not version.startswith("4."):
         pytest.skip(f"podman {version} runs the host's ps, not the runtime's exec")
-    done = podman("--runtime", "scrun", "top", name, "-o", "pid,args")
+    done = podman.scrun("top", name, "-o", "pid,args")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[1].split() == ["1", "sleep", "300"], done.stdout
 
@@ -181,7 +178,7 @@ def test_podman_run_with_a_terminal_sees_its_size_and_its_changes(
 ) -> None:
     """Under podman 5 the container may start before its terminal has podman's size
     (README, Known limits); a resize always reaches it."""
-    argv = ["podman", "--runtime", "scrun", "run", "--rm", "-it", IMAGE]
+    argv = [*SCRUN_PODMAN, "run", "--rm", "-it", IMAGE]
     version = podman("version", "--format", "{{.Client.Version}}").stdout.strip()
     assert_terminal_session(argv, cluster.env, size_at_start=int(version.split(".")[0]) < 5)
 
@@ -195,7 +192,7 @@ def test_update_sets_a_time_limit_and_refuses_the_rest(
     assert (done.returncode, done.stderr) == (0, "")
     limit = cluster.run(["squeue", "-h", "-j", job, "-o", "%l"]).stdout.strip()
     assert limit == "7:00", limit
-    refused = podman("--runtime", "scrun", "update", "--memory", "64m", name)
+    refused = podman.scrun("update", "--memory", "64m", name)
     assert refused.returncode != 0
     # podman 4.3 and 5.4 send the memory fields; 5.8 also devices and pids.limit
     refusal = re.search(r"update: (.*) cannot change for a running Slurm job; scrun update "
@@ -211,7 +208,7 @@ def test_commit_of_a_running_container_pauses_it_for_the_copy(
     name, _ = podman_container()
     image = f"localhost/scrun-commit-{uuid.uuid4().hex[:8]}"
     try:
-        done = podman("--runtime", "scrun", "commit", "--pause=true", name, image)
+        done = podman.scrun("commit", "--pause=true", name, image)
         assert done.returncode == 0, done.stderr
         status = podman("inspect", "-f", "{{.State.Status}}", name).stdout.strip()
         assert status == "running"
@@ -242,7 +239,7 @@ def test_checkpoint_is_refused_and_the_container_runs_on(
     podman_container: Callable[..., tuple[str, str]],
 ) -> None:
     name, cid = podman_container(program="exec sleep 300")
-    done = podman("--runtime", "scrun", "container", "checkpoint", name)
+    done = podman.scrun("container", "checkpoint", name)
     assert done.returncode != 0
     assert podman("inspect", "-f", "{{.State.Status}}", name).stdout.strip() == "running"
     refused = scrun(cluster, "checkpoint", cid)

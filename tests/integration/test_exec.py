@@ -12,20 +12,16 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
-from helpers import assert_terminal_session, session_on_terminal, wait_for
+from helpers import SCRUN_PODMAN, assert_terminal_session, session_on_terminal, wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman
 
 IMAGE = "localhost/busybox"
 SCRUN = str(Path(sys.prefix) / "bin" / "scrun")
-
-
-def scrun_podman(podman: Podman, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    return podman("--runtime", "scrun", *args, **kwargs)
 
 
 @pytest.fixture
@@ -37,15 +33,13 @@ def running(podman: Podman, no_leftovers: Callable[..., None]) -> Iterator[Calla
     def start(*options: str, program: str = "sleep 300") -> str:
         name = f"scrun-exec-{uuid.uuid4().hex[:10]}"
         names.append(name)
-        done = scrun_podman(
-            podman, "run", "-d", "--name", name, *options, IMAGE, "sh", "-c", program
-        )
+        done = podman.scrun("run", "-d", "--name", name, *options, IMAGE, "sh", "-c", program)
         assert done.returncode == 0, done.stderr
         return name
 
     yield start
     for name in names:
-        scrun_podman(podman, "rm", "-f", "-t", "0", name)
+        podman.scrun("rm", "-f", "-t", "0", name)
 
 
 def steps_of(cluster: Cluster, name: str) -> list[str]:
@@ -62,24 +56,24 @@ def test_exec_runs_in_the_container_with_env_cwd_user_and_exit_code(
     cluster: Cluster, podman: Podman, running: Callable[..., str]
 ) -> None:
     name = running()
-    done = scrun_podman(
-        podman, "exec", "-e", "WHO=exec", "-w", "/tmp", "-u", "65534", name,
+    done = podman.scrun(
+        "exec", "-e", "WHO=exec", "-w", "/tmp", "-u", "65534", name,
         "sh", "-c", "echo $WHO $PWD $(id -u); exit 4",
     )  # fmt: skip
     assert done.returncode == 4, done.stderr
     assert done.stdout == "exec /tmp 65534\n", done
-    cid = scrun_podman(podman, "inspect", "-f", "{{.ID}}", name).stdout.strip()
+    cid = podman.scrun("inspect", "-f", "{{.ID}}", name).stdout.strip()
     job_id = json.loads(cluster.run([SCRUN, "state", cid]).stdout)["jobId"]
     assert [step.split()[0] for step in steps_of(cluster, "scrun")] == [f"{job_id}.0"]
 
-    fed = scrun_podman(podman, "exec", "-i", name, "sh", "-c", "read x; echo got $x", input="hi\n")
+    fed = podman.scrun("exec", "-i", name, "sh", "-c", "read x; echo got $x", input="hi\n")
     assert (fed.returncode, fed.stdout) == (0, "got hi\n"), fed.stderr
 
-    detached = scrun_podman(podman, "exec", "-d", name, "sh", "-c", "echo bg > /tmp/bg")
+    detached = podman.scrun("exec", "-d", name, "sh", "-c", "echo bg > /tmp/bg")
     assert detached.returncode == 0, detached.stderr
     wait_for(
         "the detached exec's file",
-        lambda: scrun_podman(podman, "exec", name, "cat", "/tmp/bg").stdout == "bg\n",
+        lambda: podman.scrun("exec", name, "cat", "/tmp/bg").stdout == "bg\n",
         30,
     )
     wait_for("no exec step left", lambda: not steps_of(cluster, "scrun-exec"), 15)
@@ -89,7 +83,7 @@ def test_exec_with_a_terminal_sees_its_size_and_its_changes(
     cluster: Cluster, running: Callable[..., str]
 ) -> None:
     name = running()
-    assert_terminal_session(["podman", "--runtime", "scrun", "exec", "-it", name], cluster.env)
+    assert_terminal_session([*SCRUN_PODMAN, "exec", "-it", name], cluster.env)
 
 
 def test_exec_with_a_terminal_under_script_shows_no_stray_byte(
@@ -99,7 +93,7 @@ def test_exec_with_a_terminal_under_script_shows_no_stray_byte(
     the size alone. script's stdin stays open: at its end, script writes an end-of-file
     character into the session, which podman passes on as typed input (`^@` echoed), with
     crun as with scrun; that byte is the caller's."""
-    podman = shlex.join(["podman", "--runtime", "scrun", "exec", "-it", running(), "stty", "size"])
+    podman = shlex.join([*SCRUN_PODMAN, "exec", "-it", running(), "stty", "size"])
     argv = ["script", "-qec", f"stty rows 33 cols 101; {podman}", "/dev/null"]
     with subprocess.Popen(
         argv, env=cluster.env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -115,7 +109,7 @@ def test_exec_with_a_terminal_ends_with_ctrl_d(
 ) -> None:
     """Ctrl-D is the end of the input, as on any terminal."""
     name = running()
-    argv = ["podman", "--runtime", "scrun", "exec", "-it", name]
+    argv = [*SCRUN_PODMAN, "exec", "-it", name]
     program = "echo ready; cat; echo end of input $?"
     code, shown = session_on_terminal(
         [*argv, "sh", "-c", program], cluster.env, (24, 80), b"ready", b"line\r\x04"
@@ -133,7 +127,7 @@ def test_exec_reaches_the_node_of_task_0(
         "-e", "SCRUN_JOB_NUM_NODES=2", program="while [ ! -e /stop ]; do sleep 0.1; done"
     )
     until_go = "while [ ! -e /go ]; do sleep 0.1; done"
-    argv = ["podman", "--runtime", "scrun", "exec", name, "sh", "-c", until_go]
+    argv = [*SCRUN_PODMAN, "exec", name, "sh", "-c", until_go]
     waiting = subprocess.Popen(argv, env=cluster.env)
     try:
         exec_step = wait_for("the exec step", lambda: steps_of(cluster, "scrun-exec"), 60)
@@ -142,7 +136,7 @@ def test_exec_reaches_the_node_of_task_0(
         first = cluster.run(["scontrol", "show", "hostnames", container_nodes]).stdout.split()
         assert len(first) == 2 and exec_nodes == first[0], (exec_step, container_nodes)
     finally:
-        scrun_podman(podman, "exec", name, "touch", "/go", "/stop")
+        podman.scrun("exec", name, "touch", "/go", "/stop")
         waiting.wait(timeout=60)
 
 
@@ -158,10 +152,10 @@ def test_a_failing_process_shows_its_own_stderr_only(
         return line, ["sh", "-c", f"printf '{line}' >&2; exit {code}"]
 
     line, argv = failing(4)
-    done = scrun_podman(podman, "exec", running(), *argv)
+    done = podman.scrun("exec", running(), *argv)
     assert (done.returncode, done.stderr) == (4, line), done
     line, argv = failing(3)
-    ran = scrun_podman(podman, "run", "--rm", IMAGE, *argv)
+    ran = podman.scrun("run", "--rm", IMAGE, *argv)
     assert (ran.returncode, ran.stderr) == (3, line), ran
 
 
@@ -169,10 +163,10 @@ def test_exec_into_a_container_that_does_not_run(
     cluster: Cluster, podman: Podman, running: Callable[..., str]
 ) -> None:
     name = running(program="exit 0")
-    cid = scrun_podman(podman, "inspect", "-f", "{{.ID}}", name).stdout.strip()
-    waited = scrun_podman(podman, "wait", name, timeout=60)
+    cid = podman.scrun("inspect", "-f", "{{.ID}}", name).stdout.strip()
+    waited = podman.scrun("wait", name, timeout=60)
     assert waited.stdout.strip() == "0", waited
-    assert scrun_podman(podman, "exec", name, "true").returncode != 0
+    assert podman.scrun("exec", name, "true").returncode != 0
     refused = cluster.run([SCRUN, "exec", cid, "true"])
     assert refused.returncode == 1
     assert refused.stderr.count("\n") == 1, refused.stderr

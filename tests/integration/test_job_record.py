@@ -4,15 +4,15 @@ and ends it with the container's exit status. Jobs Slurm ended keep their own st
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from helpers import wait_for
+from scrunlib.slurm_commands import job_tag
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman
@@ -21,20 +21,14 @@ IMAGE = "localhost/busybox"
 SCRUN = str(Path(sys.prefix) / "bin" / "scrun")
 
 
-def scrun_podman(podman: Podman, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    return podman("--runtime", "scrun", *args, **kwargs)
-
-
 def job_record(cluster: Cluster, container_id: str) -> dict[str, str]:
     """State and exit code of the job tagged with the container id, once it has ended."""
     found: dict[str, str] = {}
 
     def ended() -> bool:
-        done = cluster.run(["scontrol", "-o", "show", "job"], timeout=30)
-        for line in done.stdout.splitlines():
-            fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
-            if fields.get("Comment") == f"scrun:{container_id}":
-                found.update(fields)
+        for record in cluster.job_records():
+            if record.get("Comment") == job_tag(container_id):
+                found.update(record)
         return found.get("JobState") not in (None, "RUNNING", "COMPLETING")
 
     wait_for(f"the job of {container_id} ended", ended, 15, lambda: str(found))
@@ -56,30 +50,30 @@ def test_the_job_ends_with_the_containers_exit_code(
     # no --rm: podman 5 removes the --cidfile with the container
     name = f"scrun-record-{uuid.uuid4().hex[:10]}"
     try:
-        done = scrun_podman(podman, "run", "--name", name, IMAGE, "sh", "-c", program)
+        done = podman.scrun("run", "--name", name, IMAGE, "sh", "-c", program)
         assert done.returncode == code, done.stderr
-        cid = scrun_podman(podman, "inspect", "-f", "{{.ID}}", name).stdout.strip()
+        cid = podman.scrun("inspect", "-f", "{{.ID}}", name).stdout.strip()
         job = job_record(cluster, cid)
         assert (job["JobState"], job["ExitCode"]) == record, job
     finally:
-        scrun_podman(podman, "rm", "-f", "-t", "0", name)
+        podman.scrun("rm", "-f", "-t", "0", name)
 
 
 @pytest.fixture
 def sleeping(podman: Podman, no_leftovers: Callable[..., None]) -> Iterator[str]:
     """A container sleeping in its job (its id); removed at the end."""
-    started = scrun_podman(podman, "run", "-d", IMAGE, "sleep", "300")
+    started = podman.scrun("run", "-d", IMAGE, "sleep", "300")
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
     yield cid
-    scrun_podman(podman, "rm", "-f", "-t", "0", cid)
+    podman.scrun("rm", "-f", "-t", "0", cid)
 
 
 def test_a_killed_container_shows_the_signal(
     cluster: Cluster, podman: Podman, sleeping: str
 ) -> None:
-    assert scrun_podman(podman, "kill", "-s", "KILL", sleeping).returncode == 0
-    assert scrun_podman(podman, "wait", sleeping, timeout=60).stdout.strip() == "137"
+    assert podman.scrun("kill", "-s", "KILL", sleeping).returncode == 0
+    assert podman.scrun("wait", sleeping, timeout=60).stdout.strip() == "137"
     job = job_record(cluster, sleeping)
     assert (job["JobState"], job["ExitCode"]) == ("FAILED", "0:9"), job
 
@@ -89,5 +83,5 @@ def test_a_job_cancelled_by_slurm_keeps_its_state(
 ) -> None:
     job_id = json.loads(cluster.run([SCRUN, "state", sleeping]).stdout)["jobId"]
     assert cluster.run(["scancel", str(job_id)]).returncode == 0
-    scrun_podman(podman, "wait", sleeping, timeout=60)
+    podman.scrun("wait", sleeping, timeout=60)
     assert job_record(cluster, sleeping)["JobState"] == "CANCELLED"

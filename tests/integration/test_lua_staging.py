@@ -79,14 +79,11 @@ def run_rm(
 def tagged_jobs(cluster: Cluster, container_id: str) -> dict[int, str]:
     """Job id → state of every job slurmctld still knows (MinJobAge) that scrun tagged
     with `container_id` (salloc --comment, scrunlib.slurm_commands.job_tag)."""
-    done = cluster.run(["scontrol", "-o", "show", "job"], timeout=30)
-    assert done.returncode == 0, done.stderr
-    jobs = {}
-    for line in done.stdout.splitlines():
-        fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
-        if fields.get("Comment") == job_tag(container_id):
-            jobs[int(fields["JobId"])] = fields["JobState"]
-    return jobs
+    return {
+        int(record["JobId"]): record["JobState"]
+        for record in cluster.job_records()
+        if record.get("Comment") == job_tag(container_id)
+    }
 
 
 # ----------------------------------------------------------------------------- seed script
@@ -450,9 +447,7 @@ def test_create_without_bundle_tells_the_script(
     output = tmp_path / "create.out"
     with output.open("w") as stream:
         try:
-            created = site.scrun(
-                "create", cid, cwd=bundle, capture_output=False, stdout=stream, stderr=stream
-            )
+            created = site.scrun("create", cid, cwd=bundle, stdout=stream, stderr=stream)
         finally:
             deleted = site.scrun("delete", "--force", cid)
     assert created.returncode == 0, output.read_text()

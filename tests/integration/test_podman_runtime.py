@@ -14,22 +14,16 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
-from helpers import wait_for
+from helpers import SCRUN_PODMAN, wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman
 
 IMAGE = "localhost/busybox"
-RUNTIME = ("--runtime", "scrun")
 KILL_WITHIN = 3.0  # seconds from SIGKILL to the container's end
-
-
-def scrun_podman(podman: Podman, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    """`podman --runtime scrun ARGS`."""
-    return podman(*RUNTIME, *args, **kwargs)
 
 
 def job_ids_in_squeue(cluster: Cluster) -> set[str]:
@@ -44,14 +38,14 @@ def container_name(podman: Podman) -> Iterator[str]:
     name = f"scrun-test-{uuid.uuid4().hex[:10]}"
     yield name
     if podman("container", "exists", name).returncode == 0:
-        scrun_podman(podman, "rm", "-f", "-t", "0", name)
+        podman.scrun("rm", "-f", "-t", "0", name)
 
 
 # ----------------------------------------------------------------------------- output
 
 
 def test_echo_hello(podman: Podman, no_leftovers: Callable[..., None]) -> None:
-    done = scrun_podman(podman, "run", "--rm", IMAGE, "echo", "hello")
+    done = podman.scrun("run", "--rm", IMAGE, "echo", "hello")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "hello\n"
 
@@ -59,7 +53,7 @@ def test_echo_hello(podman: Podman, no_leftovers: Callable[..., None]) -> None:
 def test_container_runs_inside_a_slurm_job(
     podman: Podman, no_leftovers: Callable[..., None]
 ) -> None:
-    done = scrun_podman(podman, "run", "--rm", IMAGE, "sh", "-c", "echo $SLURM_JOB_ID")
+    done = podman.scrun("run", "--rm", IMAGE, "sh", "-c", "echo $SLURM_JOB_ID")
     assert done.returncode == 0, done.stderr
     assert re.fullmatch(r"[0-9]+\n", done.stdout), repr(done.stdout)
 
@@ -76,7 +70,7 @@ def test_job_and_step_carry_the_container_id(
     """The container's id tags its job and step: in the comment `scrun:<id>` on every
     version, and on Slurm >= 23.02 (which has `--container-id`) also as the job's and the
     step's ContainerID, shown by scontrol and squeue. 22.05 has no such field."""
-    started = scrun_podman(podman, "run", "-d", "--name", container_name, IMAGE, "sleep", "60")
+    started = podman.scrun("run", "-d", "--name", container_name, IMAGE, "sleep", "60")
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
     jobs = cluster.run(["squeue", "-h", "-o", "%i %k"]).stdout.splitlines()
@@ -94,14 +88,14 @@ def test_job_and_step_carry_the_container_id(
         assert listed.strip() == cid, listed
     else:
         assert "ContainerID" not in job, job
-    assert scrun_podman(podman, "rm", "-f", "-t", "0", container_name).returncode == 0
+    assert podman.scrun("rm", "-f", "-t", "0", container_name).returncode == 0
 
 
 # ----------------------------------------------------------------------------- exit codes
 
 
 def test_exit_code_is_the_containers(podman: Podman, no_leftovers: Callable[..., None]) -> None:
-    done = scrun_podman(podman, "run", "--rm", IMAGE, "sh", "-c", "exit 3")
+    done = podman.scrun("run", "--rm", IMAGE, "sh", "-c", "exit 3")
     assert done.returncode == 3, done.stderr
 
 
@@ -116,7 +110,7 @@ def test_container_type_in_the_callers_environment_leaves_the_step_a_container(
         **cluster.env,
         **{f"{prefix}_CONTAINER_TYPE": "none" for prefix in ("SALLOC", "SRUN", "SLURM")},
     }
-    done = scrun_podman(podman, "run", "--rm", IMAGE, "readlink", "/usr/bin", env=env)
+    done = podman.scrun("run", "--rm", IMAGE, "readlink", "/usr/bin", env=env)
     assert (done.returncode, done.stdout) == (0, "../bin\n"), done.stderr
 
 
@@ -156,15 +150,15 @@ def test_exit_code_comes_from_the_pid_file_process_on_podman_5_3(
 def test_killed_by_sigkill_gives_137(
     podman: Podman, container_name: str, no_leftovers: Callable[..., None]
 ) -> None:
-    started = scrun_podman(podman, "run", "-d", "--name", container_name, IMAGE, "sleep", "300")
+    started = podman.scrun("run", "-d", "--name", container_name, IMAGE, "sleep", "300")
     assert started.returncode == 0, started.stderr
     began = time.monotonic()
-    killed = scrun_podman(podman, "kill", "-s", "KILL", container_name)
+    killed = podman.scrun("kill", "-s", "KILL", container_name)
     assert killed.returncode == 0, killed.stderr
-    waited = scrun_podman(podman, "wait", container_name, timeout=60)
+    waited = podman.scrun("wait", container_name, timeout=60)
     took = time.monotonic() - began
     assert (waited.returncode, waited.stdout.strip()) == (0, "137"), waited.stderr
-    removed = scrun_podman(podman, "rm", container_name)
+    removed = podman.scrun("rm", container_name)
     assert removed.returncode == 0, removed.stderr
     # SIGKILL is immediate (crun: a few ms). podman stop gives up ~5 s after its SIGKILL,
     # so the container must be gone well before that, whatever the site's KillWait.
@@ -175,13 +169,13 @@ def test_killed_by_sigkill_gives_137(
 
 
 def test_stdin_reaches_the_container(podman: Podman, no_leftovers: Callable[..., None]) -> None:
-    done = scrun_podman(podman, "run", "-i", "--rm", IMAGE, "cat", input="data\n")
+    done = podman.scrun("run", "-i", "--rm", IMAGE, "cat", input="data\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "data\n"
 
 
 def test_50_mb_through_stdin_and_stdout_intact(
-    cluster: Cluster, tmp_path: Path, no_leftovers: Callable[..., None]
+    podman: Podman, tmp_path: Path, no_leftovers: Callable[..., None]
 ) -> None:
     source = tmp_path / "in.bin"
     sink = tmp_path / "out.bin"
@@ -189,16 +183,10 @@ def test_50_mb_through_stdin_and_stdout_intact(
         for _ in range(50):
             stream.write(os.urandom(1024 * 1024))
     with source.open("rb") as stdin, sink.open("wb") as stdout:
-        done = subprocess.run(
-            ["podman", *RUNTIME, "run", "-i", "--rm", IMAGE, "cat"],
-            stdin=stdin,
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            env=cluster.env,
-            timeout=180,
-            check=False,
+        done = podman.scrun(
+            "run", "-i", "--rm", IMAGE, "cat", stdin=stdin, stdout=stdout, timeout=180
         )
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert done.returncode == 0, done.stderr
     assert sink.stat().st_size == 50 * 1024 * 1024
     assert sha256(sink) == sha256(source)
 
@@ -212,7 +200,7 @@ def sha256(path: Path) -> str:
 
 
 def test_stderr_stays_separate(podman: Podman, no_leftovers: Callable[..., None]) -> None:
-    done = scrun_podman(podman, "run", "--rm", IMAGE, "sh", "-c", "echo out; echo err >&2")
+    done = podman.scrun("run", "--rm", IMAGE, "sh", "-c", "echo out; echo err >&2")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "out\n"
     assert "err" in done.stderr
@@ -228,7 +216,7 @@ def test_tty_under_a_pty(cluster: Cluster, no_leftovers: Callable[..., None]) ->
     binds the node's /dev/pts into a terminal container there so that ttyname() finds it.
     From 23.02 the runtime makes the pty, in the container's own /dev/pts."""
     inner = "[ -t 0 ] && echo IN-TTY; [ -t 1 ] && echo OUT-TTY; tty; echo T-OK"
-    podman_argv = ["podman", *RUNTIME, "run", "-t", "--rm", IMAGE, "sh", "-c", inner]
+    podman_argv = [*SCRUN_PODMAN, "run", "-t", "--rm", IMAGE, "sh", "-c", inner]
     done = cluster.run(
         ["script", "-qec", shlex.join(podman_argv), "/dev/null"],
         stdin=subprocess.DEVNULL,
@@ -252,14 +240,14 @@ def test_signal_reaches_the_trap_and_stop_ends_it(
     no_leftovers: Callable[..., None],
 ) -> None:
     script = 'trap "echo got-usr1" USR1; echo "ready $SLURM_JOB_ID"; while true; do sleep 1; done'
-    started = scrun_podman(podman, "run", "-d", "--name", container_name, IMAGE, "sh", "-c", script)
+    started = podman.scrun("run", "-d", "--name", container_name, IMAGE, "sh", "-c", script)
     assert started.returncode == 0, started.stderr
 
     logs: list[subprocess.CompletedProcess[str]] = []
 
     def log_has(text: str) -> Callable[[], bool]:
         def probe() -> bool:
-            logs.append(scrun_podman(podman, "logs", container_name))
+            logs.append(podman.scrun("logs", container_name))
             return text in logs[-1].stdout
 
         return probe
@@ -274,20 +262,20 @@ def test_signal_reaches_the_trap_and_stop_ends_it(
     job_id = match.group(1)
     assert job_id in job_ids_in_squeue(cluster)
 
-    killed = scrun_podman(podman, "kill", "-s", "USR1", container_name)
+    killed = podman.scrun("kill", "-s", "USR1", container_name)
     assert killed.returncode == 0, killed.stderr
     wait_for("got-usr1 in podman logs", log_has("got-usr1"), 10, last_logs)
-    running = scrun_podman(podman, "inspect", "--format", "{{.State.Status}}", container_name)
+    running = podman.scrun("inspect", "--format", "{{.State.Status}}", container_name)
     assert running.stdout.strip() == "running", "USR1 must not end the container"
 
     # sh is the container's pid 1 and has no TERM handler: stop needs its SIGKILL
-    stopped = scrun_podman(podman, "stop", "-t", "2", container_name, timeout=60)
+    stopped = podman.scrun("stop", "-t", "2", container_name, timeout=60)
     assert stopped.returncode == 0, stopped.stderr
-    inspected = scrun_podman(
-        podman, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", container_name
+    inspected = podman.scrun(
+        "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", container_name
     )
     assert inspected.stdout.split() == ["exited", "137"], inspected.stderr
-    removed = scrun_podman(podman, "rm", container_name)
+    removed = podman.scrun("rm", container_name)
     assert removed.returncode == 0, removed.stderr
     wait_for(
         f"job {job_id} gone from squeue",
@@ -302,8 +290,8 @@ def test_signal_reaches_the_trap_and_stop_ends_it(
 
 def test_eight_containers_at_once(podman: Podman, no_leftovers: Callable[..., None]) -> None:
     def one(index: int) -> subprocess.CompletedProcess[str]:
-        return scrun_podman(
-            podman, "run", "--rm", "-e", f"I={index}", IMAGE, "sh", "-c", "echo n$I", timeout=180
+        return podman.scrun(
+            "run", "--rm", "-e", f"I={index}", IMAGE, "sh", "-c", "echo n$I", timeout=180
         )
 
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -316,14 +304,14 @@ def test_eight_containers_at_once(podman: Podman, no_leftovers: Callable[..., No
 
 
 def test_bad_scrun_variable_fails_create(podman: Podman, no_leftovers: Callable[..., None]) -> None:
-    done = scrun_podman(podman, "run", "--rm", "-e", "SCRUN_TIMELIMIT=soon", IMAGE, "true")
+    done = podman.scrun("run", "--rm", "-e", "SCRUN_TIMELIMIT=soon", IMAGE, "true")
     assert done.returncode == 126, (done.stdout, done.stderr)
     assert "SCRUN_TIMELIMIT" in done.stderr
     no_leftovers()
 
 
 def test_refused_allocation_fails_create(podman: Podman, no_leftovers: Callable[..., None]) -> None:
-    done = scrun_podman(podman, "run", "--rm", "-e", "SCRUN_PARTITION=nope", IMAGE, "true")
+    done = podman.scrun("run", "--rm", "-e", "SCRUN_PARTITION=nope", IMAGE, "true")
     assert done.returncode == 126, (done.stdout, done.stderr)
     assert "allocation refused" in done.stderr.lower(), done.stderr
     no_leftovers()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from conftest import Cluster, Docker, Podman, SiteRuntime
-from helpers import wait_for
+from helpers import local_popen, scrun_podman, wait_for
+from plumbum.commands.base import BaseCommand
 from scrunlib.slurm_commands import tagged_container
 
 IMAGE = "localhost/busybox"
@@ -96,21 +98,49 @@ def quick_site(cluster: Cluster, site_runtime: Callable[..., SiteRuntime]) -> Si
     return site_runtime(lua, settings=QUICK_QUEUE)
 
 
+class Background:
+    """A command running in the background (a `podman run` the test acts on meanwhile):
+    its stdout is piped, its stderr goes to a file, so that what it has said so far can be
+    read while it runs (a queued job's notices)."""
+
+    def __init__(self, command: BaseCommand, env: dict[str, str]) -> None:
+        self._stderr = tempfile.NamedTemporaryFile("w+", prefix="scrun-queued-")  # noqa: SIM115
+        self.proc = local_popen(
+            command, env=env, stdin=subprocess.DEVNULL, stderr=self._stderr, encoding="utf-8"
+        )
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def stderr(self) -> str:
+        return Path(self._stderr.name).read_text()
+
+    def wait_for_stderr(self, text: str, timeout: float) -> None:
+        """Until `text` is in its stderr: the notice the test waits for."""
+        wait_for(repr(text), lambda: text in self.stderr(), timeout, self.stderr)
+
+    def communicate(self, timeout: float) -> tuple[str, str]:
+        """Its stdout and stderr, once it has ended (within `timeout` s)."""
+        out, _ = self.proc.communicate(timeout=timeout)
+        return out, self.stderr()
+
+    def end(self) -> None:
+        """Killed if it still runs; its stderr file removed."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        self._stderr.close()
+
+
 @contextmanager
-def running(argv: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
-    """`argv` in the background (a `podman run` the test acts on meanwhile); killed at the
-    end if it is still running."""
-    run = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def running(command: BaseCommand, env: dict[str, str]) -> Iterator[Background]:
+    """`command` in the background; killed at the end if it is still running."""
+    run = Background(command, env)
     try:
         yield run
     finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
-
-
-def scrun_podman(*args: str) -> list[str]:
-    return ["podman", "--runtime", "scrun", *args]
+        run.end()
 
 
 def podman_id(site: SiteRuntime, name: str) -> str:
@@ -129,14 +159,7 @@ def podman_id(site: SiteRuntime, name: str) -> str:
 
 
 def scrun_state(site: SiteRuntime, container_id: str) -> dict[str, object]:
-    done = subprocess.run(
-        ["scrun", "state", container_id],
-        env=site.env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    done = site.scrun("state", container_id, timeout=30)
     assert done.returncode == 0, done.stderr
     state: dict[str, object] = json.loads(done.stdout)
     return state
@@ -151,12 +174,12 @@ def test_podman_run_of_a_queued_job_runs_once_granted(
     held = queue.held_job()
     started = time.monotonic()
     script = "echo out; echo err >&2; exit 3"
-    argv = scrun_podman(
+    command = scrun_podman(
         "run", "--name", "queued-run", "-e", f"SCRUN_DEPENDENCY=afterok:{held}", IMAGE,
         "sh", "-c", script,
     )  # fmt: skip
     try:
-        with running(argv, quick_site.env) as run:
+        with running(command, quick_site.env) as run:
             container = podman_id(quick_site, "queued-run")
             job = queue.container_job(container[:12])
             # created and started while its job waits: podman lists it as running at once
@@ -174,14 +197,12 @@ def test_podman_run_of_a_queued_job_runs_once_granted(
                 job,
                 "PENDING",
             )
-            listed = subprocess.run(
-                ["scrun", "list"], env=quick_site.env, capture_output=True, text=True, check=True
-            ).stdout
+            listed = quick_site.scrun("list", timeout=30).stdout
             assert any(
                 line.startswith(container) and "(Dependency)" in line
                 for line in listed.splitlines()
             ), listed
-            time.sleep(2)  # past the first notice (pending_notice = 1)
+            run.wait_for_stderr(f"scrun: job {job} pending (Dependency)", 30)
             queue.release(held)
             out, err = run.communicate(timeout=120)
     finally:
@@ -201,14 +222,14 @@ def podman_status(site: SiteRuntime, name: str) -> str:
 
 def queued_run(
     site: SiteRuntime, queue: Queue, name: str, *args: str
-) -> tuple[AbstractContextManager[subprocess.Popen[str]], int]:
+) -> tuple[AbstractContextManager[Background], int]:
     """`podman run --rm --name NAME ARGS` in the background, its job made to wait on a held
     job; returns the run (a context manager) and the held job."""
     held = queue.held_job()
-    argv = scrun_podman(
+    command = scrun_podman(
         "run", "--rm", "--name", name, "-e", f"SCRUN_DEPENDENCY=afterok:{held}", *args
     )
-    return running(argv, site.env), held
+    return running(command, site.env), held
 
 
 def test_notices_can_be_silenced_per_container(
@@ -220,6 +241,8 @@ def test_notices_can_be_silenced_per_container(
     with context as run:
         job = queue.container_job(podman_id(quick_site, "quiet-run")[:12])
         wait_for(f"job {job} to pend", lambda: queue.state(job)[0] == "PENDING", 30)
+        # No event tells that a notice was not given: past pending_notice (1 s) and a
+        # reading of the queue, none has come.
         time.sleep(3)
         queue.release(held)
         out, err = run.communicate(timeout=120)
@@ -275,11 +298,11 @@ def test_a_blocker_job_makes_it_wait_for_resources(
     quick_site: SiteRuntime, queue: Queue, no_leftovers: Callable[..., None]
 ) -> None:
     blocker = queue.blocker()
-    argv = scrun_podman("run", "--rm", "--name", "queued-blocked", IMAGE, "echo", "ran")
-    with running(argv, quick_site.env) as run:
+    command = scrun_podman("run", "--rm", "--name", "queued-blocked", IMAGE, "echo", "ran")
+    with running(command, quick_site.env) as run:
         job = queue.container_job(podman_id(quick_site, "queued-blocked")[:12])
         wait_for(f"job {job} to pend", lambda: queue.state(job)[0] == "PENDING", 30)
-        time.sleep(2)
+        run.wait_for_stderr(f"scrun: job {job} pending (", 30)
         queue.cancel(blocker)
         out, err = run.communicate(timeout=120)
     assert (run.returncode, out) == (0, "ran\n"), err
@@ -375,12 +398,11 @@ def test_docker_run_of_a_queued_job(
 ) -> None:
     """Docker under the cluster's own site config: the default notice delay (5 s)."""
     held = queue.held_job()
-    argv = [
-        "/usr/bin/docker", "--host", docker.host, "run", "--rm", "--runtime", "scrun",
-        "--network", "none", "--name", "queued-docker", "-e",
-        f"SCRUN_DEPENDENCY=afterok:{held}", IMAGE, "sh", "-c", "echo out; exit 4",
-    ]  # fmt: skip
-    with running(argv, docker.env) as run:
+    command = docker.command(
+        "run", "--rm", "--runtime", "scrun", "--network", "none", "--name", "queued-docker",
+        "-e", f"SCRUN_DEPENDENCY=afterok:{held}", IMAGE, "sh", "-c", "echo out; exit 4",
+    )  # fmt: skip
+    with running(command, docker.env) as run:
         wait_for(
             "docker to list the container",
             lambda: docker("ps", "--filter", "name=queued-docker", "-q").stdout.strip() != "",
@@ -389,7 +411,7 @@ def test_docker_run_of_a_queued_job(
         container = docker("inspect", "--format", "{{.Id}}", "queued-docker").stdout.strip()
         job = queue.container_job(container[:12])
         assert queue.state(job)[0] == "PENDING"
-        time.sleep(7)
+        run.wait_for_stderr(f"scrun: job {job} pending (Dependency)", 30)  # after 5 s
         queue.release(held)
         out, err = run.communicate(timeout=120)
     assert (run.returncode, out) == (4, "out\n"), err
@@ -454,10 +476,7 @@ def test_a_queued_container_cannot_be_paused_yet(
     assert done.returncode == 0, done.stderr
     try:
         job = queue.container_job(done.stdout.strip()[:12])
-        paused = subprocess.run(
-            ["scrun", "pause", done.stdout.strip()],
-            env=quick_site.env, capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
+        paused = quick_site.scrun("pause", done.stdout.strip(), timeout=30)
         assert paused.returncode != 0
         assert paused.stderr.strip().endswith(
             f"has no process to pause yet: job {job} waits in the queue"

@@ -45,15 +45,7 @@ class RootlessDocker:
 
 
 def _script(action: str, user: User, cluster: Cluster) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), action, user.name, str(cluster.dir)],
-        env=cluster.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    return cluster.run([str(SCRIPT), action, user.name, str(cluster.dir)], timeout=120)
 
 
 @pytest.fixture(scope="module")

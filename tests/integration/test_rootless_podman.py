@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from conftest import SEED_SCRIPT
-from helpers import wait_for
+from helpers import SCRUN_PODMAN, wait_for
 from users import IMAGE, REPO, User, assert_users_clean, errors, pick_users, user_site
 
 if TYPE_CHECKING:
@@ -70,9 +70,7 @@ def test_tty(alice: User, clean: None) -> None:
     """`run -t` as a user (rootless runtime on the node): the container's stdin and stdout
     are a terminal that `tty` names (see test_podman_runtime.py::test_tty_under_a_pty)."""
     inner = "[ -t 0 ] && echo IN-TTY; [ -t 1 ] && echo OUT-TTY; tty; echo T-OK"
-    podman = shlex.join(
-        ["podman", "--runtime", "scrun", "run", "-t", "--rm", IMAGE, "sh", "-c", inner]
-    )
+    podman = shlex.join([*SCRUN_PODMAN, "run", "-t", "--rm", IMAGE, "sh", "-c", inner])
     done = alice.sh(f"script -qec {shlex.quote(podman)} /dev/null")
     assert done.returncode == 0, (done.stdout, done.stderr)
     lines = done.stdout.replace("\r", "").splitlines()

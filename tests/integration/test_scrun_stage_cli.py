@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from conftest import SEED_SCRIPT
+from helpers import wait_for
 from scrunlib.slurm_commands import job_tag
 
 if TYPE_CHECKING:
@@ -82,32 +82,25 @@ def container_id() -> Iterator[str]:
 
 def job_states(cluster: Cluster, container_id: str) -> dict[int, str]:
     """Every job slurmctld still knows (MinJobAge) whose comment tags `container_id`."""
-    done = cluster.run(["scontrol", "-o", "show", "job"], timeout=30)
-    assert done.returncode == 0 or "No jobs" in done.stdout + done.stderr, done.stderr
-    found = {}
-    for line in done.stdout.splitlines():
-        if f" Comment={job_tag(container_id)} " in f" {line} ":
-            job = re.search(r"\bJobId=(\d+)", line)
-            state = re.search(r"\bJobState=(\S+)", line)
-            assert job and state, line
-            found[int(job.group(1))] = state.group(1)
-    return found
+    return {
+        int(record["JobId"]): record["JobState"]
+        for record in cluster.job_records()
+        if record.get("Comment") == job_tag(container_id)
+    }
 
 
 def job_state(cluster: Cluster, job_id: int) -> str:
-    done = cluster.run(["scontrol", "-o", "show", "job", str(job_id)], timeout=30)
-    assert done.returncode == 0, done.stderr
-    match = re.search(r"\bJobState=(\S+)", done.stdout)
-    assert match, done.stdout
-    return match.group(1)
+    (record,) = cluster.job_records(str(job_id))
+    return record["JobState"]
 
 
 def wait_job_ended(cluster: Cluster, job_id: int, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while (state := job_state(cluster, job_id)) not in ENDED:
-        if time.monotonic() >= deadline:
-            pytest.fail(f"job {job_id} still {state} {timeout:.0f} s after scrun-stage exited")
-        time.sleep(0.2)
+    wait_for(
+        f"job {job_id} to end after scrun-stage exited",
+        lambda: job_state(cluster, job_id) in ENDED,
+        timeout,
+        lambda: f"it is {job_state(cluster, job_id)}",
+    )
 
 
 def reported_job(text: str) -> int:

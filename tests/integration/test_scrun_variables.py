@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 import pytest
 from conftest import with_cluster_staging
 from helpers import wait_for
+from scrunlib.slurm_commands import parse_scontrol_record
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman, SiteRuntime
 
 IMAGE = "localhost/busybox"
-RUNTIME = ("--runtime", "scrun")
 # A container that runs until `podman stop` (TERM), then exits 0 at once. (`rm -f` alone
 # would SIGKILL it, which takes the cluster's KillWait, 5 s, to finish the step.)
 HOLD_SCRIPT = 'trap "exit 0" TERM; sleep 60 & wait'
@@ -67,13 +67,9 @@ def run(cluster: Cluster, *argv: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def parse_record(line: str) -> dict[str, str]:
-    """One `scontrol -o show job|step` line → {key: value} (values here hold no spaces)."""
-    return dict(re.findall(r"(?:^|\s)([A-Za-z/:]+)=(\S*)", line))
-
-
 def job_record(cluster: Cluster, job_id: str) -> dict[str, str]:
-    return parse_record(run(cluster, "scontrol", "-o", "show", "job", job_id).stdout)
+    (record,) = cluster.job_records(job_id)
+    return record
 
 
 def job_of_container(cluster: Cluster, container_id: str) -> str:
@@ -95,7 +91,9 @@ def step_record(cluster: Cluster, job_id: str) -> dict[str, str]:
     def probe() -> dict[str, str] | None:
         done = cluster.run(["scontrol", "-o", "show", "step", f"{job_id}.0"], timeout=30)
         return (
-            parse_record(done.stdout) if done.returncode == 0 and "StepId=" in done.stdout else None
+            parse_scontrol_record(done.stdout)
+            if done.returncode == 0 and "StepId=" in done.stdout
+            else None
         )
 
     return dict(wait_for(f"step {job_id}.0", probe))
@@ -107,11 +105,9 @@ FINAL_STATES = frozenset(
 )
 
 
-def jobs_named(cluster: Cluster, name: str) -> list[str]:
+def jobs_named(cluster: Cluster, name: str) -> list[dict[str, str]]:
     """Every job Slurm still knows (running or ended within MinJobAge) named `name`."""
-    done = cluster.run(["scontrol", "-o", "show", "job"], timeout=30)
-    assert done.returncode == 0 or "No jobs" in done.stdout + done.stderr, done.stderr
-    return [line for line in done.stdout.splitlines() if parse_record(line).get("JobName") == name]
+    return [record for record in cluster.job_records() if record.get("JobName") == name]
 
 
 @pytest.fixture
@@ -126,7 +122,7 @@ def detached(podman: Podman, no_leftovers: Callable[..., None]) -> Iterator[Call
     def start(
         *args: str, runner: Callable[..., subprocess.CompletedProcess[str]] | None = None
     ) -> str:
-        call = runner or (lambda *a, **k: podman(*RUNTIME, *a, **k))
+        call = runner or (lambda *a, **k: podman.scrun(*a, **k))
         done = call("run", "-d", *args)
         assert done.returncode == 0, (done.stdout, done.stderr)
         container_id = done.stdout.strip().splitlines()[-1]
@@ -197,7 +193,7 @@ def test_node_count_runs_the_step_on_both_nodes(
     assert (step.get("Nodes"), step.get("Tasks"), step.get("NodeList")) == ("2", "2", "n[1-2]")
 
     def both_tasks_spoke() -> list[str] | None:
-        logs = podman(*RUNTIME, "logs", container_id).stdout.splitlines()
+        logs = podman.scrun("logs", container_id).stdout.splitlines()
         return sorted(logs) if len(logs) >= 2 else None
 
     lines = wait_for("output of both tasks in podman logs", both_tasks_spoke)
@@ -224,8 +220,7 @@ def test_two_node_container_exits_zero_when_its_tasks_end_apart(
         "  echo first;"
         " else mkdir /tmp/second; sleep 2; echo second; fi"
     )
-    done = podman(
-        *RUNTIME,
+    done = podman.scrun(
         "run",
         "--rm",
         "-e",
@@ -253,8 +248,8 @@ def test_two_node_container_exits_zero_when_its_tasks_end_apart(
 def test_labelio_flag_labels_the_steps_output(
     podman: Podman, no_leftovers: Callable[..., None], value: str, labelled: bool
 ) -> None:
-    done = podman(
-        *RUNTIME, "run", "--rm", "-e", f"SCRUN_LABELIO={value}", IMAGE, "sh", "-c", "echo a; echo b"
+    done = podman.scrun(
+        "run", "--rm", "-e", f"SCRUN_LABELIO={value}", IMAGE, "sh", "-c", "echo a; echo b"
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ("0: a\n0: b\n" if labelled else "a\nb\n")
@@ -266,7 +261,7 @@ def test_labelio_flag_labels_the_steps_output(
 def _too_much_memory(cluster: Cluster) -> str:
     """A per-node size above every node's RealMemory: valid, but no node can give it."""
     nodes = run(cluster, "scontrol", "-o", "show", "node").stdout.splitlines()
-    most = max(int(parse_record(line)["RealMemory"]) for line in nodes)
+    most = max(int(re.findall(r"\bRealMemory=(\d+)", line)[0]) for line in nodes)
     return f"{most + 99}M"
 
 
@@ -293,8 +288,7 @@ def test_bad_value_fails_run_and_leaves_no_job(
 ) -> None:
     value = value if value is not None else _too_much_memory(cluster)
     job_name = unique("jo-bad")  # any job it made would carry this name
-    done = podman(
-        *RUNTIME,
+    done = podman.scrun(
         "run",
         "--rm",
         "-e",
@@ -316,7 +310,7 @@ def test_bad_value_fails_run_and_leaves_no_job(
         assert records == [], "scrun submitted a job for a value it should have refused"
     # Slurm 22.05 keeps a refused request as a FAILED job (Reason=BadConstraints): fine, as
     # long as nothing is pending or running
-    states = [parse_record(record).get("JobState") for record in records]
+    states = [record.get("JobState") for record in records]
     assert all(state in FINAL_STATES for state in states), states
 
 
@@ -332,8 +326,7 @@ def test_slurm_job_id_runs_in_that_job_and_keeps_it(
     assert allocated.returncode == 0 and match, allocated.stderr
     job_id = match.group(1)
     try:
-        done = podman(
-            *RUNTIME,
+        done = podman.scrun(
             "run",
             "--rm",
             "-e",

@@ -8,7 +8,6 @@ podman 5 its caller's: the same assertions hold for both).
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import uuid
@@ -44,12 +43,7 @@ def job_named(cluster: Cluster, name: str) -> dict[str, str]:
     """The record of the (ended or running) job named `name`; JobName holds no space here."""
 
     def probe() -> dict[str, str] | None:
-        done = cluster.run(["scontrol", "-o", "show", "job"], timeout=30)
-        for line in done.stdout.splitlines():
-            record = dict(re.findall(r"(?:^|\s)([A-Za-z/:]+)=(\S*)", line))
-            if record.get("JobName") == name:
-                return record
-        return None
+        return next((r for r in cluster.job_records() if r.get("JobName") == name), None)
 
     return dict(wait_for(f"the job named {name}", probe))
 

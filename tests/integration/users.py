@@ -11,14 +11,14 @@ from __future__ import annotations
 import pwd
 import shlex
 import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from helpers import cmdline, is_this_checkouts_anchor
+from helpers import SCRUN_PODMAN, cmdline, is_this_checkouts_anchor, run, wait_for_clean
+from plumbum import local
 
 if TYPE_CHECKING:
     from conftest import SiteRuntime
@@ -54,25 +54,17 @@ class User:
         timeout: float = 180.0,
         **kwargs: Any,
     ) -> subprocess.CompletedProcess[str]:
-        """`script` in the user's login shell, with SLURM_CONF and `env` exported."""
+        """`script` in the user's login shell, with SLURM_CONF and `env` exported
+        (helpers.run's keyword arguments: input=, stdin=, ...)."""
         exports = {"SLURM_CONF": self.slurm_conf, **(env or {})}
         prefix = "".join(f"export {k}={shlex.quote(v)}; " for k, v in exports.items())
-        kwargs.setdefault("capture_output", True)
-        if "input" not in kwargs:
-            kwargs.setdefault("stdin", subprocess.DEVNULL)
-        return subprocess.run(
-            ["su", "-", self.name, "-c", prefix + script],
-            text=True,
-            timeout=timeout,
-            check=False,
-            **kwargs,
-        )
+        return run(local["su"]["-", self.name, "-c", prefix + script], timeout=timeout, **kwargs)
 
     def podman(
         self, *args: str, env: Mapping[str, str] | None = None, **kwargs: Any
     ) -> subprocess.CompletedProcess[str]:
         """`podman --runtime scrun ARGS` as the user (rootless)."""
-        return self.sh(shlex.join(["podman", "--runtime", "scrun", *args]), env=env, **kwargs)
+        return self.sh(shlex.join([*SCRUN_PODMAN, *args]), env=env, **kwargs)
 
     def jobs(self) -> dict[str, str]:
         """This user's jobs that scrun made: job id → `user partition name`."""
@@ -120,10 +112,7 @@ def user_leftovers(*people: User) -> list[str]:
 
 
 def assert_users_clean(*people: User, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while (problems := user_leftovers(*people)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not problems, "leftovers after the test:\n  " + "\n  ".join(problems)
+    wait_for_clean(lambda: user_leftovers(*people), timeout)
 
 
 def pick_users(exports: Mapping[str, str], slurm_conf: str) -> tuple[User, User]:

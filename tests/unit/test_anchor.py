@@ -6,7 +6,6 @@ socket, `start` runs the step it should, `kill` signals it, the end records the 
 and ends the job.
 """
 
-import json
 import os
 import select
 import signal
@@ -63,15 +62,6 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Site:
         if name.startswith(("SCRUN_", "SLURM_")):
             monkeypatch.delenv(name)
     return Site(tmp_path)
-
-
-@pytest.fixture
-def bundle(tmp_path: Path) -> Path:
-    path = tmp_path / "bundle"
-    (path / "rootfs").mkdir(parents=True)
-    config = {"ociVersion": "1.0.2", "root": {"path": "rootfs"}, "process": {"args": ["true"]}}
-    (path / "config.json").write_text(json.dumps(config))
-    return path
 
 
 @pytest.fixture
@@ -566,16 +556,28 @@ def restore_signals() -> Iterator[None]:
 SERVE_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE)
 
 
-def soon(seconds: float, action: Callable[[], object]) -> threading.Timer:
-    timer = threading.Timer(seconds, action)
-    timer.start()
-    return timer
+def once_serving(action: Callable[[], object]) -> threading.Thread:
+    """Run `action` in a thread as soon as serve() (in this, the main thread) handles
+    SIGTERM: its handler is installed first thing, and a SIGTERM before it would end pytest
+    itself. Past 10 s `action` runs anyway, so that a serve() that never got there fails
+    the test instead of hanging it."""
+    before = signal.getsignal(signal.SIGTERM)
+
+    def wait_then_act() -> None:
+        deadline = time.monotonic() + 10
+        while signal.getsignal(signal.SIGTERM) == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        action()
+
+    thread = threading.Thread(target=wait_then_act, daemon=True)
+    thread.start()
+    return thread
 
 
 def test_serve_ends_on_sigterm_and_cleans_up(fp, site, spool, created, restore_signals) -> None:
     """What `scrun delete` sends: the loop ends, the container stops, its job ends."""
     fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
-    soon(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    once_serving(lambda: os.kill(os.getpid(), signal.SIGTERM))
     assert created.serve() == 0
     state = saved(spool)
     assert (state.status, state.job_ended) == (Status.STOPPED, True)
@@ -593,8 +595,12 @@ def test_serve_starts_a_queued_container_once_granted(
     fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
     FakeSteps(fp, str(site.bin), JOB, {})
     replies: list[dict[str, object]] = []
-    soon(0.2, lambda: replies.append(protocol.request(spool.socket, {"op": "start"})))
-    soon(0.6, lambda: (site.bin / "salloc.grant").touch())
+
+    def start_then_grant() -> None:  # the order the test is about: `start` while queued
+        replies.append(protocol.request(spool.socket, {"op": "start"}))
+        (site.bin / "salloc.grant").touch()
+
+    once_serving(start_then_grant)
     assert queued.serve() == 5
     assert replies == [{"ok": True}]
     state = saved(spool)

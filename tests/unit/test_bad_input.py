@@ -26,6 +26,7 @@ import pytest
 from scrun_cli.main import main
 from scrunlib.job_options import VARIABLES
 from scrunlib.log import ENV_VARIABLES as LOG_VARIABLES
+from waiting import wait_for
 
 CASE_SECONDS = 20.0
 SEED = 21
@@ -249,11 +250,10 @@ class Campaign:
             assert leftovers == [], case
         jobs = self.bin / "jobs"
         if jobs.exists():
-            deadline = time.monotonic() + CASE_SECONDS
             pids = [int(word) for word in jobs.read_text().split()]
-            while any(_alive(pid) for pid in pids):
-                assert time.monotonic() < deadline, f"{case}: fake job still held"
-                time.sleep(0.01)
+            wait_for(
+                f"{case}: the fake job's end", lambda: not any(map(_alive, pids)), CASE_SECONDS
+            )
             jobs.unlink()
         _reap_children()
 

@@ -8,15 +8,7 @@ from scrun_cli.kill import parse_signal
 from scrun_cli.main import main
 from scrunlib import log
 from scrunlib.errors import InvalidInput
-
-
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    monkeypatch.setenv("SCRUN_SITE_CONFIG", str(tmp_path / "none.toml"))
-    for name in ("SCRUN_DEBUG", "SCRUN_STDERR_DEBUG", "SCRUN_FILE_DEBUG", "SCRUN_SYSLOG_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path / "scrun"
+from waiting import wait_for
 
 
 def one_error_line(capsys):
@@ -399,15 +391,13 @@ class Frozen:
         self._write_state("FROZEN")
 
     def _write_state(self, state: str) -> None:
-        import time
-
         with open(os.path.join(self.cgroup, "freezer.state"), "w") as stream:
             stream.write(state)
-        for _ in range(200):
-            with open(os.path.join(self.cgroup, "freezer.state")) as stream:
-                if stream.read().strip() == state:
-                    return
-            time.sleep(0.01)
+        wait_for(f"the cgroup {state}", lambda: self._state() == state, 10)
+
+    def _state(self) -> str:
+        with open(os.path.join(self.cgroup, "freezer.state")) as stream:
+            return stream.read().strip()
 
     def thaw(self) -> int | None:
         self._write_state("THAWED")

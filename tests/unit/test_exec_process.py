@@ -113,12 +113,9 @@ def test_exec_step_runs_one_task_beside_the_container():
 
 
 @pytest.fixture
-def root(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    monkeypatch.setenv("SCRUN_SITE_CONFIG", str(tmp_path / "none.toml"))
-    monkeypatch.delenv("SCRUN_DEBUG", raising=False)
+def no_terminal(monkeypatch):
+    """`scrun exec` run by pytest, whose stdio may be a terminal: never one here."""
     monkeypatch.setattr("os.isatty", lambda fd: False)
-    return tmp_path / "scrun"
 
 
 @pytest.mark.parametrize(
@@ -132,7 +129,7 @@ def root(tmp_path, monkeypatch):
         (["exec", "--process", "/nonexistent.json", "created"], "cannot read process file", 1),
     ],
 )
-def test_exec_refusals(root, capsys, argv, needle, code):
+def test_exec_refusals(root, no_terminal, capsys, argv, needle, code):
     spool = Spool(str(root), "created")
     spool.create()
     ContainerState("created", "/b", "/r", status=Status.CREATED, job_id=5).save(spool)
@@ -141,7 +138,7 @@ def test_exec_refusals(root, capsys, argv, needle, code):
     assert needle in err and err.count("\n") == 1, err
 
 
-def test_command_words_may_look_like_options(root, capsys):
+def test_command_words_may_look_like_options(root, no_terminal, capsys):
     """Options end at the container id: `-c` belongs to sh."""
     assert main(["exec", "--env", "A=1", "never", "sh", "-c", "true"]) == 1
     assert "container 'never' does not exist" in capsys.readouterr().err

@@ -10,14 +10,6 @@ from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status
 
 
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    monkeypatch.setenv("SCRUN_SITE_CONFIG", str(tmp_path / "none.toml"))
-    monkeypatch.delenv("SCRUN_DEBUG", raising=False)
-    return tmp_path / "scrun"
-
-
 def add(root, container_id, created, **fields):
     spool = Spool(str(root), container_id)
     spool.create()

@@ -12,12 +12,6 @@ from scrunlib.log import DEBUG, ERROR, INFO, LogSettings
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"
 
 
-@pytest.fixture(autouse=True)
-def restore_settings():
-    yield
-    log.configure(LogSettings())
-
-
 def write_lines(tmp_path, stderr_level):
     """One error and one info line to stderr, a JSON --log file and a text extra file."""
     settings = LogSettings(

@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -41,13 +41,11 @@ def scratch() -> Iterator[Path]:
 
 
 @pytest.fixture
-def bundle(tmp_path: Path) -> Path:
-    rootfs = tmp_path / "bundle" / "rootfs"
-    (rootfs / "etc").mkdir(parents=True)
-    (rootfs / "etc" / "hello").write_text("hello\n")
+def bundle_config(tmp_path: Path) -> Mapping[str, object]:
+    """The bundle (conftest's `bundle`) as podman writes it, with /etc/hosts bind-mounted."""
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 localhost\n")
-    config = {
+    return {
         "ociVersion": "1.0.2",
         "process": {
             "args": ["sh"],
@@ -75,12 +73,12 @@ def bundle(tmp_path: Path) -> Path:
         "linux": {"namespaces": [{"type": "pid"}], "cgroupsPath": "/machine/x", "sysctl": {}},
         "hooks": {"prestart": [{"path": "/usr/bin/true"}]},
     }
-    (tmp_path / "bundle" / "config.json").write_text(json.dumps(config))
-    return tmp_path / "bundle"
 
 
 @pytest.mark.parametrize("script", [SEED, MAN_26_05], ids=["seed", "slurm-26.05-man-page"])
 def test_seed_script_stages_in_and_out(scratch: Path, bundle: Path, script: Path) -> None:
+    (bundle / "rootfs" / "etc").mkdir()
+    (bundle / "rootfs" / "etc" / "hello").write_text("hello\n")  # the image's file, staged
     container_id = f"seed-{uuid.uuid4().hex[:12]}"
     staged_dir = scratch / "slurm" / "scrun" / container_id
     stager = Stager.load(str(script), runner=SubprocessRunner(), cluster_name="test")

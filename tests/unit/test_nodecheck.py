@@ -21,13 +21,6 @@ def run_check(script: str, node: str = "n7") -> str:
     return done.stdout
 
 
-@pytest.fixture
-def bundle(tmp_path: Path) -> Path:
-    (tmp_path / "bundle" / "rootfs").mkdir(parents=True)
-    (tmp_path / "bundle" / "config.json").write_text("{}")
-    return tmp_path / "bundle"
-
-
 def test_a_node_that_sees_everything_prints_nothing(bundle: Path) -> None:
     script = nodecheck.check_script(str(bundle), str(bundle / "rootfs"), runtime_dir=False)
     assert run_check(script) == ""

@@ -4,10 +4,12 @@ bounded run returns, and how it ends a child that overruns."""
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from scrunlib import processes
 from scrunlib.processes import spawn
+from waiting import wait_for
 
 
 def run_reading(argv: list[str]) -> tuple[int | None, str]:
@@ -78,15 +80,30 @@ def test_a_bounded_run_returns_status_and_both_outputs():
 
 def test_an_overrunning_run_has_its_whole_group_killed(tmp_path):
     """A script's pipeline dies with it: the grandchild that would write later never does."""
-    marker = tmp_path / "late"
-    script = f"echo started; (sleep 2; touch {marker}) & sleep 30"
+    marker, group = tmp_path / "late", tmp_path / "group"
+    script = f"echo $$ >{group}; echo started; (sleep 2; touch {marker}) & sleep 30"
     with pytest.raises(
         processes.TimedOut, match=r"^sh did not finish in 0\.5 s and was killed$"
     ) as info:
         processes.run(["/bin/sh", "-c", script], {}, 0.5)
     assert info.value.output == "started\n"
-    time.sleep(2.5)
-    assert not marker.exists()
+    leader = int(group.read_text())
+    wait_for("the killed group's end", lambda: not running_in_group(leader), 10)
+    assert not marker.exists()  # and, none of the group running, nothing is left to write it
+
+
+def running_in_group(group: int) -> list[str]:
+    """The pids of process group `group` that still run (a killed one is a zombie until its
+    parent, here init, reaps it)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[2]) == group and fields[0] != "Z":
+            found.append(stat.parent.name)
+    return found
 
 
 def test_a_program_that_cannot_start_is_named():

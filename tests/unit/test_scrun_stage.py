@@ -24,15 +24,6 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 
 
 @pytest.fixture
-def bundle(tmp_path: Path) -> Path:
-    path = tmp_path / "bundle"
-    (path / "rootfs").mkdir(parents=True)
-    config = {"ociVersion": "1.0.2", "process": {"args": ["true"]}, "root": {"path": "rootfs"}}
-    (path / "config.json").write_text(json.dumps(config))
-    return path
-
-
-@pytest.fixture
 def slurm_conf(tmp_path: Path) -> Path:
     path = tmp_path / "slurm.conf"
     path.write_text("ClusterName=unit\n")

@@ -1,7 +1,6 @@
 """Slurm command lines, composed as argument lists (checked with pytest-subprocess)."""
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -239,39 +238,6 @@ def test_a_hung_command_is_killed_and_reported(hung_slurm, name, call):
     with pytest.raises(SlurmError, match=rf"^{name} did not finish in 0\.5 s and was killed$"):
         call(hung_slurm)
     assert time.monotonic() - started < 5  # killed, not waited for
-
-
-def test_no_slurm_command_imports_plumbum(tmp_path):
-    """srun --version, salloc, scontrol, scancel and squeue: most sit on the paths podman and
-    docker wait for (create, kill, stop), and the anchor must not carry plumbum's memory
-    (lint_tree/hotpath.py)."""
-    fakes = {
-        "srun": "echo slurm 22.05.8",
-        # runs the job holder after `--` in job 7, as salloc does
-        "salloc": 'while [ "$1" != -- ]; do shift; done; shift; SLURM_JOB_ID=7 exec "$@"',
-        "scontrol": "echo JobId=7 JobState=RUNNING",
-        "scancel": "exit 0",
-        "squeue": "exit 0",
-    }
-    for name, body in fakes.items():
-        (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
-        (tmp_path / name).chmod(0o755)
-    code = f"""
-import sys
-from scrunlib.siteconfig import SiteConfig
-from scrunlib.slurm import Slurm
-slurm = Slurm(SiteConfig(bin_dir={str(tmp_path)!r}), "/etc/x/slurm.conf")
-allocation = slurm.allocate("scrun", "c1", [])
-assert allocation.job_id == 7
-assert slurm.job_record(7)["JobState"] == "RUNNING"
-slurm.cancel(7)
-assert slurm.step_ids(7, "scrun") == []
-assert allocation.release(0, timeout=10)
-slurm.cancel_tagged("c1")
-assert "plumbum" not in sys.modules, "plumbum imported"
-"""
-    tree = str(Path(__file__).resolve().parents[2] / "shared")  # this tree, not the venv's copy
-    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": tree})
 
 
 def test_job_tag_round_trip():

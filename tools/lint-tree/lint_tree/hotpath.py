@@ -18,7 +18,7 @@ about as much again as it looks cheap. Measured with `python3.11 -X importtime`
     datetime ~1 ms                             time.strptime ~3 ms
     scrunlib.slurm ~15 ms (subprocess, re, enum: what `delete` needs after a dead anchor)
     the container module of the anchor ~10 ms (subprocess, selectors, signal, socket)
-    plumbum 55-63 ms (and ~15 MB)              loguru 53-60 ms (and ~14 MB)
+    plumbum, loguru: each more than a whole `scrun state` (the README's "Libraries")
     an interpreter's own teardown ~5 ms        a new interpreter for the anchor ~20 ms
 
 So the modules on those paths import, when they are imported, only scrun's own modules,

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import NoReturn
 
-from scrunlib import siteconfig
-from scrunlib.errors import ScrunError, UsageError, internal_error, print_error
+from scrunlib import admin_output, siteconfig
+from scrunlib.errors import ScrunError, UsageError, internal_error
 from scrunlib.lua.stage import find_script
 
 from scrun_lua_check.codes import CODES, matches
@@ -185,14 +185,14 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     try:
         code = run(sys.argv[1:] if argv is None else argv)
     except ScrunError as exc:
-        print_error(PROG, exc.message)
+        admin_output.error(PROG, exc.message)
         code = EXIT_ERRORS
     except BrokenPipeError:  # `scrun-lua-check ... | head`: the reader has seen enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = EXIT_ERRORS
     except Exception as exc:  # a bug: one line, the traceback only with --debug
         words = sys.argv[1:] if argv is None else argv
-        print_error(PROG, internal_error(exc, traceback="--debug" in words).message)
+        admin_output.error(PROG, internal_error(exc, traceback="--debug" in words).message)
         code = EXIT_ERRORS
     sys.exit(code)
 

@@ -2,7 +2,8 @@
 
 For a site admin writing or debugging scrun.lua: no podman, no container, just the hooks
 against a bundle and a job, then a report (paths chosen, config.json changes, every command
-with its output, every log line, timings). Not a hot path, so argparse and eager imports.
+with its output, every log line, timings). Not a hot path, so argparse and eager imports;
+its stderr (errors, and the live log with -v) is loguru's (scrunlib.admin_output).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from typing import NoReturn
 
 import scrunlib
+from scrunlib import admin_output, jobenv, log, siteconfig, spool
 from scrunlib import bundle as bundles
-from scrunlib import jobenv, log, siteconfig, spool
-from scrunlib.errors import ScrunError, UsageError, internal_error, print_error
+from scrunlib.errors import ScrunError, UsageError, internal_error
 from scrunlib.lua.stage import (
     LogRecord,
     StageContext,
@@ -59,7 +60,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (and still exit status 2)."""
 
     def error(self, message: str) -> NoReturn:
-        print_error(self.prog, message)
+        admin_output.error(self.prog, message)
         self.exit(UsageError.exit_code)
 
 
@@ -181,15 +182,15 @@ class Report:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    log.configure(log.LogSettings(stderr=_stderr_level(args.verbose), program="scrun-stage"))
+    admin_output.configure("scrun-stage", _stderr_level(args.verbose))
     try:
         report = run(args)
     except ScrunError as exc:  # UsageError 2, LuaLoadError 3, the others 1
-        print_error("scrun-stage", exc.message)
+        admin_output.error("scrun-stage", exc.message)
         return exc.exit_code
     except Exception as exc:  # a bug: one line, the traceback only with --debug
         error = internal_error(exc, traceback=args.debug)
-        print_error("scrun-stage", error.message)
+        admin_output.error("scrun-stage", error.message)
         return error.exit_code
     sys.stdout.write(render_json(report) if args.format == "json" else render_text(report))
     return report.exit_status
