@@ -62,7 +62,7 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-# The keys of `scontrol -o show job` records (Slurm 22.05 to 24.11), and those whose values
+# The keys of `scontrol -o show job` records (Slurm 22.05 to 26.05), and those whose values
 # are free text, which may hold spaces and even `word=word` (a job named "train gpt", a
 # comment). A free-text value runs on to the next known key; any other value ends at the
 # next token that looks like `Key=` (a key newer Slurm added included).
@@ -80,12 +80,12 @@ JOB_RECORD_KEYS = _words(
     "MemPerTres TresBind TresFreq TresPerJob TresPerNode TresPerSocket TresPerTask MailUser "
     "MailType NtasksPerTRES CPU_Bind_Type Reservation BurstBuffer BurstBufferState CpuFreqMin "
     "CpuFreqMax CpuFreqGov OOMKillStep ResvPorts SegmentSize StepMgrEnabled Clusters "
-    "ClusterFeatures Switches Wait4Switch"
+    "ClusterFeatures Switches Wait4Switch SubmitLine Exclusive ContainerType"
 )
 FREE_TEXT_KEYS = _words(
     "JobName Comment AdminComment SystemComment Command WorkDir StdErr StdIn StdOut Reason "
     "Features Prefer Dependency Licenses Network MailUser Container Reservation BurstBuffer "
-    "ClusterFeatures"
+    "ClusterFeatures SubmitLine"
 )
 _KEY_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_/:")
 

@@ -396,3 +396,19 @@ def test_step_lists_of_an_ended_job_are_empty_and_other_failures_errors(fp, slur
     fp.register(listing, returncode=1, stderr="squeue: error: Unable to contact slurm controller\n")
     with pytest.raises(SlurmError, match=r"cannot list the steps of job 9: .*Unable to contact"):
         client.step_ids(9, "scrun")
+
+
+def test_a_slurm_26_05_job_record_keeps_its_comment_whole():
+    """26.05 added SubmitLine (free text, after Command) and ContainerType (after Comment):
+    the comment, scrun's tag, ends where ContainerType begins."""
+    line = (
+        "JobId=1174 JobName=scrun JobState=COMPLETED Exclusive=NO Command=/bin/sh "
+        "SubmitLine=/usr/bin/salloc --job-name=scrun --comment=scrun:c1 -- /bin/sh -c echo x=1 "
+        "WorkDir=/work Comment=scrun:c1 ContainerType=(null) Container=(null) ContainerID=c1"
+    )
+    record = parse_scontrol_record(line)
+    assert record["Comment"] == "scrun:c1"
+    assert tagged_container(record["Comment"]) == "c1"
+    assert record["Command"] == "/bin/sh"
+    assert record["SubmitLine"].endswith("-c echo x=1")
+    assert (record["ContainerType"], record["ContainerID"]) == ("(null)", "c1")
