@@ -91,7 +91,14 @@ class Site:
     """A login host's tree: podman's bundle and rootfs, a user's data directory, a read-only
     one, a home the nodes share; the scratch and the nodes' local disk."""
 
-    def __init__(self, tmp: Path, name: str, limit_mib: int = 1024, cache_mib: int = 20480) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        name: str,
+        limit_mib: int = 1024,
+        cache_mib: int = 20480,
+        cache: bool = True,
+    ) -> None:
         self.name = name
         self.scratch, self.node = tmp / "scratch", tmp / "node"
         self.scratch.mkdir(mode=0o1777)
@@ -127,6 +134,7 @@ class Site:
             "local carry_limit_mib = 1024": f"local carry_limit_mib = {limit_mib}",
         }
         settings["local cache_limit_mib = 20480"] = f"local cache_limit_mib = {cache_mib}"
+        settings["local image_cache = true"] = f"local image_cache = {str(cache).lower()}"
         if name == "node-local.lua":
             settings['local node_local = "/tmp"'] = f'local node_local = "{self.node}"'
         for line, value in settings.items():
@@ -538,6 +546,24 @@ def test_a_node_copies_a_cached_image_once(tmp_path: Path) -> None:
     assert sorted(p.name for p in (copy / "users").iterdir()) == ["b"]
     assert site.stage_out("b", str(second)) == 0, site.slurm.errors
     assert list((copy / "users").iterdir()) == [] and not first.exists()
+    assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_without_the_cache_a_container_is_copied_whole(tmp_path: Path, name: str) -> None:
+    """`image_cache = false`: the root filesystem is copied whole (no overlay, no cache on
+    the scratch or the node), and what the container wrote there comes back."""
+    site = Site(tmp_path, name, cache=False)
+    assert site.stage_in() == 0, site.slurm.errors
+    staged = Path(site.slurm.bundle)
+    mounts = json.loads((staged / "config.json").read_text())["mounts"]
+    assert [m for m in mounts if m.get("type") == "overlay"] == []
+    assert (staged / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+    # (another size: rsync's quick check takes a file of the same size and second as unchanged)
+    (staged / "rootfs" / "etc" / "os").write_text("changed on the node\n")
+    assert site.stage_out() == 0, site.slurm.errors
+    assert (site.bundle / "rootfs" / "etc" / "os").read_text() == "changed on the node\n"
+    assert not site.cache.exists() and not site.node_cache.exists()
     assert site.leftovers() == site.users_dirs
 
 
