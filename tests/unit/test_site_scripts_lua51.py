@@ -342,8 +342,10 @@ def test_a_node_local_path_another_user_made_is_refused(tmp_path: Path) -> None:
     assert site.stage_in() != 0
     [error] = site.slurm.errors
     assert f"unsafe staging path: {site.node}/scrun-{UID} belongs to uid 54321" in error, error
+    assert [p.name for p in site.cache.glob("*/users/*")] == [CONTAINER]  # staged, marked
     assert site.stage_out() == 0, site.slurm.errors
     assert not site.carried.exists()
+    assert list(site.cache.glob("*/users/*")) == []  # the image is in the cache, unused
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
