@@ -5,31 +5,49 @@
 -- filesystem the login host and every node share (used only to carry the copy over) and
 -- `node_local` to a directory on each node's own disk.
 --
--- Stage-in copies the container's root filesystem, and the files podman or docker
--- bind-mount into it (/etc/hosts, /etc/resolv.conf, /run/.containerenv, /dev/shm, and the
--- user's own `-v /data:/data`), to <scratch>/<uid>/scrun/<id>/ on the login host
--- (slurm.allocator_command), with a config that names their node-local paths; then every
--- node of the job copies it to <node_local>/scrun-<uid>/<id>/ (slurm.remote_command: one
--- task on each node, as the user), and the container runs from there. It drops the config's
--- hooks (the engine's own programs for the login host) and its cgroup path (the engine's
--- cgroup on the login host; Slurm places the step on the node). Bind-mount sources under
--- `shared_sources` (the homes, the scratch) are left alone: the nodes see them.
+-- Stage-in copies the container's image once into the user's image cache on the scratch
+-- (`image_cache`, below), and the files podman or docker bind-mount into it (/etc/hosts,
+-- /etc/resolv.conf, /run/.containerenv, /dev/shm, and the user's own `-v /data:/data`) to
+-- <scratch>/<uid>/scrun/<id>/ on the login host (slurm.allocator_command), with a config
+-- that names their node-local paths; then every node of the job copies the image, once, from
+-- the scratch's cache to its own (<node_local>/scrun-<uid>/cache), and the rest to
+-- <node_local>/scrun-<uid>/<id>/ (slurm.remote_command: one task on each node, as the user).
+-- The container runs from there: its root is the node's copy of the image, read-only, below
+-- a writable layer of its own. It drops the config's hooks (the engine's own programs for
+-- the login host) and its cgroup path (the engine's cgroup on the login host; Slurm places
+-- the step on the node). Bind-mount sources under `shared_sources` (the homes, the
+-- scratch) are left alone: the nodes see them.
 -- Stage-out copies what the container wrote on its first node back (only what changed is
--- sent): into podman's or docker's copy of the root filesystem, and into every bind mount
--- it carried that is not read-only: what the container changed there (not its whole copy:
--- what others wrote meanwhile stays), deletions included (what it wrote to `-v /data:/data`
--- is in /data on the login host afterwards). Then it removes the copies, on the nodes and
--- in the scratch.
+-- sent: its writable layer, deletions included): into podman's or docker's copy of the root
+-- filesystem, and into every bind mount it carried that is not read-only: what the
+-- container changed there (not its whole copy: what others wrote meanwhile stays),
+-- deletions included (what it wrote to `-v /data:/data` is in /data on the login host
+-- afterwards). Then it removes the copies, on the nodes and in the scratch (the caches
+-- keep the image).
 -- Every directory on the way to <scratch>/<uid>/scrun/<id> and, on each node, to
 -- <node_local>/scrun-<uid>/<id> must be the user's or root's and writable by no one else
 -- (root's sticky directories, like /tmp, excepted): no other user can plant, swap or read
--- what is staged for this one.
+-- what is staged for this one. The caches are the user's own too.
+-- (The cache's commands are shared-scratch.lua's, copied: each script stands alone.)
 -- Plain Lua 5.1 (no table.unpack): Debian builds Slurm's own scrun against Lua 5.1.
 local scratch = "/scratch"
 local node_local = "/tmp"
 local shared_sources = { "/home", scratch }
 -- The most a bind mount the nodes cannot see may hold (MiB): it is copied there and back.
 local carry_limit_mib = 1024
+-- The image cache: each image is copied to the scratch once per user, to
+-- <scratch>/<uid>/scrun-cache/<key>/rootfs, and from there once to each node, to
+-- <node_local>/scrun-<uid>/cache/<key>/rootfs; every container of it runs on the node's
+-- copy, read-only below a writable layer of its own in <node_local>/scrun-<uid>/<id> (kernel
+-- overlay mounts, one per top-level directory, made by crun on the node). `false`: every
+-- container's root filesystem is copied whole. The cache is used only where the scratch
+-- can hold an overlay's writable layer (ext4, xfs, btrfs, tmpfs: the node's is carried back
+-- through it, deletions included); elsewhere (NFS, Lustre, GPFS) containers are copied
+-- whole. `node_local` must hold one too (ext4, xfs, btrfs, tmpfs).
+local image_cache = true
+-- The most each cache (the scratch's, each node's) may hold (MiB): past it, the least
+-- recently used images that no container uses are removed.
+local cache_limit_mib = 20480
 
 local function quote(s)
 	return "'" .. string.gsub(s, "'", "'\\''") .. "'"
@@ -67,6 +85,19 @@ local function read_config(path)
 	return slurm.from_json(text)
 end
 
+-- The lines of the file `path`; none when it cannot be read.
+local function read_lines(path)
+	local lines = {}
+	local file = io.open(path, "rb")
+	if file then
+		for line in file:lines() do
+			table.insert(lines, line)
+		end
+		file:close()
+	end
+	return lines
+end
+
 local function run_on_nodes(what, command)
 	local rc, output = slurm.remote_command(command)
 	if rc ~= 0 then
@@ -90,6 +121,10 @@ end
 
 local function node_path(id, user_id)
 	return string.format("%s/scrun-%d/%s", node_local, math.floor(user_id), id)
+end
+
+local function node_cache_path(user_id)
+	return string.format("%s/scrun-%d/cache", node_local, math.floor(user_id))
 end
 
 -- A shell command that checks every directory from / down to `path` (below `base`, the
@@ -307,18 +342,242 @@ done
 ]] .. copies .. "touch -- " .. marks
 end
 
+local function cache_path(user_id)
+	return string.format("%s/%d/scrun-cache", scratch, math.floor(user_id))
+end
+
+-- A shell command that removes, from the cache `$cache`, the marks `users/<id>` of the
+-- containers gone from `$staging` (their staged directories), then the least recently used
+-- entries in use by no one until the cache holds at most `$limit` KiB, and the entries set
+-- aside as changed that no one uses any more. It runs after each import.
+local evict_command = [[
+for user in "$cache"/*/users/*; do [ -e "$user" ] && [ ! -d "$staging/${user##*/}" ] && rm -f -- "$user"; done
+for used in $(ls -tr -- "$cache"/*/used 2>/dev/null); do
+	size=$(du -sk -- "$cache") && [ "${size%%[!0-9]*}" -gt "$limit" ] || break
+	old=${used%/used}
+	(flock -n 9 && [ -z "$(ls -A -- "$old/users")" ] && rm -rf -- "$old") 9>>"$old.lock"
+done
+for old in "$cache"/changed-*; do [ -d "$old/users" ] && [ -z "$(ls -A -- "$old/users")" ] && rm -rf -- "$old"; done
+]]
+
+-- A shell command (run in a subshell of stage_command's, with its $keep) that stages
+-- `rootfs` (the engine's root filesystem) through the image cache `cache` into `staged`
+-- (<...>/<id>, for the container <id>); it exits 10, having done nothing, when the scratch cannot
+-- hold an overlay's writable layer. It writes `staged`/overlays, a line for each top-level
+-- directory of the image ("MODE UID GID NAME"), each to be an overlay mount (its lower
+-- layer ENTRY/rootfs/NAME, its writable layer and work directory `staged`/upper/NAME and
+-- `staged`/work/NAME), copies the image's other top-level entries to `staged`/rootfs, and
+-- writes the entry's path to `staged`/cache-entry, last.
+-- An entry's key is a digest of the image's listing (names, types, sizes, modes, owners,
+-- link targets, and the modification times of files that hold something: the engine's own
+-- empty files and links, made anew for each container, do not count): a changed image gets
+-- a new entry. /etc/passwd and /etc/group do not count either: the engine writes the user
+-- into them for each container (podman's --userns=keep-id, --user); the container's own
+-- go to its writable layer. It is imported under a lock per key, into <key>.tmp, renamed into place once
+-- whole: a container that waited for the lock uses it, an import killed half way is never
+-- used. Its `stamp`, a digest of its files' status change times, tells an entry changed
+-- after its import (it is then set aside, and the image imported again). `users/<id>`
+-- marks an entry in use; after an import the least recently used entries in use by no one
+-- are removed (evict_command).
+local function cache_in_command(rootfs, cache, staged, limit_kib)
+	return "rootfs=" .. quote(rootfs) .. " cache=" .. quote(cache) .. " staged=" .. quote(staged)
+		.. " limit=" .. math.floor(limit_kib) .. "\n" .. [[
+id=${staged##*/}
+case $(stat -f -c %T -- "$staged") in
+ext2/ext3 | xfs | btrfs | tmpfs) ;;
+*) exit 10 ;;
+esac
+stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
+(cd "$rootfs" && find . -mindepth 1 \( -path ./etc/passwd -o -path ./etc/group \) -o \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)) >"$staged/listing" || exit 1
+key=$(LC_ALL=C sort -z -- "$staged/listing" | sha256sum | cut -d' ' -f1) && rm -f -- "$staged/listing" || exit 1
+entry=$cache/$key
+exec 9>>"$entry.lock" && flock -w 3600 9 || { echo "cannot lock $entry.lock"; exit 1; }
+if [ -d "$entry" ] && [ "$(stamp "$entry/rootfs")" != "$(cat -- "$entry/stamp" 2>/dev/null)" ]; then
+	echo "scrun: the cached image $entry changed after its import: importing it again" >&2
+	mv -- "$entry" "$cache/changed-$key-$$" || exit 1
+fi
+imported=
+if [ ! -d "$entry" ]; then
+	rm -rf -- "$entry.tmp"
+	{ mkdir -m 700 -- "$entry.tmp" "$entry.tmp/users" && cp -RP --preserve="$keep" -- "$rootfs/." "$entry.tmp/rootfs" && stamp "$entry.tmp/rootfs" >"$entry.tmp/stamp" && mv -T -- "$entry.tmp" "$entry"; } || { rm -rf -- "$entry.tmp"; exit 1; }
+	imported=1
+fi
+: >"$entry/users/$id" && touch -- "$entry/used" || exit 1
+exec 9>&-
+if [ -n "$imported" ]; then
+	staging=${staged%/*}
+]] .. evict_command .. [[
+fi
+cd -- "$entry/rootfs" && mkdir -m 700 -- "$staged/rootfs" "$staged/upper" "$staged/work" || exit 1
+chmod --reference=. -- "$staged/rootfs" && chown --reference=. -- "$staged/rootfs" || exit 1
+# a name an overlay's options cannot hold (",", ":", "\\", a newline) is copied whole
+find . -mindepth 1 -maxdepth 1 \( ! -type d -o -name '*[,:\\]*' -o -name '*
+*' \) -exec cp -RP --preserve="$keep" -t "$staged/rootfs" -- {} + || exit 1
+find . -mindepth 1 -maxdepth 1 -type d ! -name '*[,:\\]*' ! -name '*
+*' -printf '%m %U %G %P\n' >"$staged/overlays" || exit 1
+set --
+while read -r mode uid gid name; do
+	install -d -m "$mode" -o "$uid" -g "$gid" -- "$staged/upper/$name" || exit 1
+	set -- "$@" "$staged/rootfs/$name" "$staged/work/$name"
+done <"$staged/overlays"
+[ $# = 0 ] || mkdir -- "$@" || exit 1
+set --
+for name in etc/passwd etc/group; do
+	if [ -f "$rootfs/$name" ] && [ ! -L "$rootfs/$name" ] && [ -d "$staged/upper/etc" ]; then set -- "$@" "$rootfs/$name"; fi
+done
+[ $# = 0 ] || cp -P --preserve="$keep" -t "$staged/upper/etc" -- "$@" || exit 1
+echo "$entry" >"$staged/cache-entry"]]
+end
+
+-- The overlay mounts that make the container's root of a cached image: one per top-level
+-- directory `dirs` of ENTRY/rootfs, put first in the config's mounts (the engine's own,
+-- /proc, /dev, /etc/hosts..., go on top of them). A directory the config mounts over whole
+-- gets none.
+local function add_overlays(config, entry, staged, dirs)
+	local covered = {}
+	for _, mount in ipairs(config["mounts"] or {}) do
+		covered[mount["destination"]] = true
+	end
+	local mounts = {}
+	for _, dir in ipairs(dirs) do
+		if not covered["/" .. dir] then
+			table.insert(mounts, {
+				destination = "/" .. dir,
+				type = "overlay",
+				source = "overlay",
+				options = {
+					"lowerdir=" .. entry .. "/rootfs/" .. dir,
+					"upperdir=" .. staged .. "/upper/" .. dir,
+					"workdir=" .. staged .. "/work/" .. dir,
+					"userxattr",
+				},
+			})
+		end
+	end
+	for _, mount in ipairs(config["mounts"] or {}) do
+		table.insert(mounts, mount)
+	end
+	config["mounts"] = mounts
+end
+
+-- A shell command that brings what a container of a cached image changed back to the
+-- engine's root filesystem `orig`: its writable layers (`staged`/upper/<dir>) with the
+-- overlay's deletions (whiteouts: character devices 0/0; opaque directories: the
+-- user.overlay.opaque attribute) applied, and its top-level files (`staged`/rootfs); then
+-- it marks the cache `entry` unused by `id`.
+local function cache_out_command(staged, entry, orig, id)
+	return "staged=" .. quote(staged) .. " entry=" .. quote(entry) .. " orig=" .. quote(orig) .. " id=" .. quote(id) .. "\n" .. [[
+python3 - "$staged" "$entry/rootfs" "$orig" <<'PY' || exit 1
+import os, shutil, stat, sys
+staged, lower, orig = sys.argv[1:]
+upper = os.path.join(staged, "upper")
+def remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+for top, dirs, files in os.walk(upper):
+    target = os.path.join(orig, os.path.relpath(top, upper))
+    try:
+        opaque = os.getxattr(top, "user.overlay.opaque") == b"y"
+    except OSError:
+        opaque = False
+    if opaque and top != upper and os.path.isdir(target):
+        for name in set(os.listdir(target)) - set(dirs) - set(files):
+            remove(os.path.join(target, name))
+    for name in files:
+        path = os.path.join(top, name)
+        status = os.lstat(path)
+        if stat.S_ISCHR(status.st_mode) and status.st_rdev == 0:
+            remove(os.path.join(target, name))
+            os.unlink(path)
+root = os.path.join(staged, "rootfs")
+overlaid = set(os.listdir(upper))
+for name in set(os.listdir(lower)) - set(os.listdir(root)):
+    remove(os.path.join(orig, name))
+for name in set(os.listdir(root)) - overlaid:
+    os.rename(os.path.join(root, name), os.path.join(upper, name))
+PY
+chmod --reference="$staged/rootfs" -- "$staged/upper" && chown --reference="$staged/rootfs" -- "$staged/upper" || exit 1
+rsync -a --numeric-ids -- "$staged/upper/" "$orig/" || exit 1
+rm -f -- "$entry/users/$id"]]
+end
+
+-- A shell command (for stage_command's shell) that stages the root filesystem `rootfs` to
+-- `dir`/rootfs: through the image cache `cache` where the scratch allows, else (or without
+-- a cache) as a copy of its own.
+local function root_command(rootfs, dir, cache)
+	local copy = "try 'copying the root filesystem' " .. copy_command .. " " .. quote(rootfs .. "/.") .. " " .. quote(dir .. "/rootfs") .. "\n"
+	if cache == nil then
+		return copy
+	end
+	return "(" .. private_dir_command(scratch, cache, true) .. "\n" .. cache_in_command(rootfs, cache, dir, cache_limit_mib * 1024)
+		.. ")\ncached=$?\ncase $cached in 0) ;; 10) " .. copy .. ";; *) exit $cached ;; esac\n"
+end
+
 -- The one shell command of stage-in on the login host (each process it saves is a few ms
 -- of every container's start): `dir` made safely (private_dir_command), the root
 -- filesystem `rootfs` copied to `dir`/rootfs, the bind mounts `mounts` carried to their
--- copies (carry_in_command), and the marks touched.
-local function stage_command(rootfs, dir, mounts)
+-- copies (carry_in_command), and the marks touched. With `cache` (the user's image cache),
+-- the root filesystem goes through it (cache_in_command) where the scratch allows.
+local function stage_command(rootfs, dir, mounts, cache)
 	local mkdir = ""
 	if #mounts > 0 then
 		mkdir = "mkdir -m 700 -- " .. quote(dir .. "/mounts") .. " || exit 1\n"
 	end
-	return private_dir_command(scratch, dir, true) .. "\n" .. keep_command .. try_command
-		.. "try 'copying the root filesystem' " .. copy_command .. " " .. quote(rootfs .. "/.") .. " " .. quote(dir .. "/rootfs") .. "\n"
+	return private_dir_command(scratch, dir, true) .. "\n" .. keep_command .. try_command .. root_command(rootfs, dir, cache)
 		.. mkdir .. carry_in_command(mounts, carry_limit_mib * 1024, dir .. "/rootfs.since")
+end
+
+-- A node's shell command (run in a subshell of node_copy_command's, with its $keep) that
+-- copies the scratch's cache entry `entry` to the node's cache `cache` (<cache>/<key>, the
+-- same key), once: under a lock per key on the node, into <key>.tmp, renamed into place
+-- once whole (an entry whose `stamp` is not the scratch entry's, which was imported again,
+-- is set aside first); then marks it in use by the container of `here` (`users/<id>`) and,
+-- after an import, keeps the node's cache to `limit_kib` (evict_command).
+local function node_cache_command(entry, cache, here, limit_kib)
+	return "entry=" .. quote(entry) .. " cache=" .. quote(cache) .. " here=" .. quote(here)
+		.. " limit=" .. math.floor(limit_kib) .. "\n" .. [[
+id=${here##*/} key=${entry##*/}
+copy=$cache/$key
+exec 9>>"$copy.lock" && flock -w 3600 9 || { echo "cannot lock $copy.lock"; exit 1; }
+if [ -d "$copy" ] && [ "$(cat -- "$copy/stamp" 2>/dev/null)" != "$(cat -- "$entry/stamp")" ]; then
+	mv -- "$copy" "$cache/changed-$key-$$" || exit 1
+fi
+imported=
+if [ ! -d "$copy" ]; then
+	rm -rf -- "$copy.tmp"
+	{ mkdir -m 700 -- "$copy.tmp" "$copy.tmp/users" && cp -RP --preserve="$keep" -- "$entry/rootfs" "$entry/stamp" "$copy.tmp/" && mv -T -- "$copy.tmp" "$copy"; } || { rm -rf -- "$copy.tmp"; exit 1; }
+	imported=1
+fi
+: >"$copy/users/$id" && touch -- "$copy/used" || exit 1
+exec 9>&-
+# (the eviction's failures are no container's: it exits 0)
+[ -n "$imported" ] || exit 0
+staging=${here%/*}
+]] .. evict_command .. "exit 0"
+end
+
+-- The part of node_copy_command that brings the scratch's cache entry `entry` (nil: the
+-- container was copied whole) to the node's cache (node_cache_command), on a safe path.
+local function node_cache_in(entry, here, user_id)
+	if entry == nil then
+		return ""
+	end
+	local cache = node_cache_path(user_id)
+	return "(" .. private_dir_command(node_local, cache, true) .. "\n" .. node_cache_command(entry, cache, here, cache_limit_mib * 1024)
+		.. ") || exit 1\n"
+end
+
+-- A node's shell command that copies the carried bundle `carry` to `here`, made safely
+-- (private_dir_command), after the image's cache entry `entry` when there is one
+-- (node_cache_in). The copy is new there: the marks of the root filesystem and of each bind
+-- mount's copy are touched again after it.
+local function node_copy_command(carry, here, entry, user_id)
+	return private_dir_command(node_local, here, true) .. "\n" .. keep_command .. node_cache_in(entry, here, user_id)
+		.. copy_command .. " " .. quote(carry .. "/.") .. " " .. quote(here .. "/")
+		.. " && set -- " .. quote(here .. "/mounts") .. "/*.since && { [ -e \"$1\" ] || set --; }"
+		.. " && touch -- " .. quote(here .. "/rootfs.since") .. " \"$@\""
 end
 
 -- A shell command (a subshell) that writes, beside each bind mount's copy in `mounts`,
@@ -373,6 +632,32 @@ local function root_back_command(from, to)
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
 
+-- A node's shell command (node 0's) that copies what the container changed in its root
+-- filesystem `root_path` back to the carried bundle `carry`: its writable layers
+-- (`bundle`/upper, with the overlay's whiteouts and opaque directories' attributes) and
+-- its top-level files, when it ran on a cached image (`entry`); else the whole root
+-- filesystem, when it changed anything there (root_back_command). A failure sets `failed`.
+local function node_back_command(entry, bundle, root_path, carry)
+	if entry == nil then
+		return root_back_command(root_path, carry .. "/rootfs")
+	end
+	return "out=$(rsync -a -X --numeric-ids --delete -- " .. quote(bundle .. "/upper/") .. " " .. quote(carry .. "/upper/")
+		.. " 2>&1 && rsync -a --numeric-ids --delete -- " .. quote(root_path .. "/") .. " " .. quote(carry .. "/rootfs/") .. " 2>&1)"
+		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\n"
+end
+
+-- A shell command that brings what the container changed in its root filesystem back to
+-- the engine's `orig`: its writable layers, when it ran on the cache `entry`
+-- (cache_out_command; `staged` is its bundle); else its whole copy `root_path`, when
+-- anything there changed (root_back_command). A failure sets `failed`.
+local function changes_back_command(entry, staged, root_path, orig, id)
+	if entry == nil then
+		return root_back_command(root_path, orig)
+	end
+	return "out=$( (" .. cache_out_command(staged, entry, orig, id) .. ") 2>&1)"
+		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\n"
+end
+
 function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
 	local config = read_config(config_file)
 	if config == nil then
@@ -391,8 +676,20 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 		table.insert(mounts, { source = carried.source, copy = copy, skip = inner_scratch(carried.source) })
 		config["mounts"][carried.index]["source"] = string.format("%s/mounts/%d", here, carried.index)
 	end
-	if not run("staging into " .. carry, stage_command(rootfs, carry, mounts)) then
+	local cache = nil
+	if image_cache then
+		cache = cache_path(user_id)
+	end
+	if not run("staging into " .. carry, stage_command(rootfs, carry, mounts, cache)) then
 		return slurm.ERROR
+	end
+	local entry = read_lines(carry .. "/cache-entry")[1]
+	if entry ~= nil then
+		local dirs = {}
+		for _, line in ipairs(read_lines(carry .. "/overlays")) do
+			table.insert(dirs, string.match(line, "^%S+ %S+ %S+ (.*)$"))
+		end
+		add_overlays(config, node_cache_path(user_id) .. "/" .. string.match(entry, "[^/]*$"), here, dirs)
 	end
 	config["root"]["path"] = here .. "/rootfs"
 	config["hooks"] = nil
@@ -414,13 +711,7 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	end
 	file:write(slurm.to_json(config))
 	file:close()
-	-- (the copy is new here: the marks of the root filesystem and of each bind mount's copy
-	-- are touched again after it)
-	local copy = private_dir_command(node_local, here, true)
-		.. "\n" .. keep_command .. copy_command .. " " .. quote(carry .. "/.") .. " " .. quote(here .. "/")
-		.. " && set -- " .. quote(here .. "/mounts") .. "/*.since && { [ -e \"$1\" ] || set --; }"
-		.. " && touch -- " .. quote(here .. "/rootfs.since") .. " \"$@\""
-	if not run_on_nodes("copying the container", copy) then
+	if not run_on_nodes("copying the container", node_copy_command(carry, here, entry, user_id)) then
 		return slurm.ERROR
 	end
 	slurm.set_bundle_path(here)
@@ -436,42 +727,45 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		-- that has already ended runs no step)
 		local here = node_path(id, user_id)
 		local _ = slurm.remote_command("(" .. private_dir_command(node_local, here, false) .. ") && "
-			.. with_user_ids("rm -rf -- " .. quote(here)))
+			.. with_user_ids("rm -rf -- " .. quote(here) .. "; rm -f -- " .. quote(node_cache_path(user_id)) .. "/*/users/" .. quote(id)))
 		-- (exit 1 or 3: not the user's, or not there; nothing to remove)
 		local rc, output = slurm.allocator_command(private_dir_command(scratch, carry, false)
-			.. "\nrm -rf -- " .. quote(carry) .. " || exit 4")
+			.. "\nrm -rf -- " .. quote(carry) .. " && rm -f -- " .. quote(cache_path(user_id)) .. "/*/users/" .. quote(id) .. " || exit 4")
 		if rc == 4 then
 			slurm.log_error("removing the carried copy failed: %s", string.sub(output, 1, 300))
 			return slurm.ERROR
 		end
 		return slurm.SUCCESS
 	end
-	-- the first node's copy is the container's task 0: what it wrote goes back (the root
-	-- filesystem when it changed anything there), with, beside each bind mount's copy, the
-	-- list of what the container changed in it (only this node can tell, by its `.since`),
-	-- and the copies themselves only when it changed something
+	-- the first node's copy is the container's task 0: what it wrote goes back (its writable
+	-- layers, or the root filesystem when it changed anything there), with, beside each bind
+	-- mount's copy, the list of what the container changed in it (only this node can tell,
+	-- by its `.since`), and the copies themselves only when it changed something; every node
+	-- removes its copy and its mark on its cached image
+	local entry = read_lines(carry .. "/cache-entry")[1]
 	local mounts = bundle .. "/mounts"
 	local back = "if [ \"$SLURM_NODEID\" = 0 ]; then failed=\n"
-		.. root_back_command(root_path, carry .. "/rootfs")
+		.. node_back_command(entry, bundle, root_path, carry)
 		.. "[ -z \"$failed\" ] && " .. changed_lists_command(mounts)
 		.. " && set -- " .. quote(mounts) .. "/*.changed && if [ -e \"$1\" ]; then\n"
 		.. "\tany=\n\tfor c; do [ ! -s \"$c\" ] || any=1; done\n"
 		.. "\tif [ -n \"$any\" ]; then rsync -a --numeric-ids --delete -- " .. quote(mounts .. "/") .. " " .. quote(carry .. "/mounts/")
 		.. "; else cp -- \"$@\" " .. quote(carry .. "/mounts/") .. "; fi\n"
-		.. "fi; fi; s=$?; rm -rf -- " .. quote(bundle) .. "; exit $s"
+		.. "fi; fi; s=$?; rm -rf -- " .. quote(bundle) .. "; rm -f -- " .. quote(node_cache_path(user_id)) .. "/*/users/" .. quote(id) .. "; exit $s"
 	if not run_on_nodes("copying what the container wrote back", with_user_ids(back)) then
 		slurm.log_error("%s", "what the container wrote is kept in " .. carry)
 		return slurm.ERROR
 	end
+	local root_back = changes_back_command(entry, carry, carry .. "/rootfs", orig_root_path, id)
 	local config = read_config(config_file)
 	if config == nil then
-		run("copying the root filesystem back", "failed=\n" .. root_back_command(carry .. "/rootfs", orig_root_path) .. "[ -z \"$failed\" ]")
+		run("copying the root filesystem back", "failed=\n" .. root_back .. "[ -z \"$failed\" ]")
 		slurm.log_error("%s", "cannot read " .. config_file .. ": the bind mounts' writes are left in " .. carry)
 		return slurm.ERROR
 	end
 	-- one command: the root filesystem, then each bind mount that is not read-only, back;
 	-- the carried copy removed when all went back (exit 2 if that alone failed)
-	local back_here = "failed=\n" .. root_back_command(carry .. "/rootfs", orig_root_path)
+	local back_here = "failed=\n" .. root_back
 	for _, mount in ipairs(carried_mounts(config)) do
 		if mount.writable then
 			back_here = back_here .. carry_back_command(string.format("%s/mounts/%d", carry, mount.index), mount.source)

@@ -165,12 +165,17 @@ def test_staging_scripts_carry_the_container_there_and_back(
         assert "written\n" in copied.stdout, (copied.stdout, done.stderr)
     finally:
         podman("rm", "-f", name)
-    left = [
-        str(path)
-        for root in node_roots(cluster.env).values()
-        for path in (root / "tmp").glob(f"scrun-{uid}/*")
-    ]
+    left = [path for root in node_roots(cluster.env).values() for path in node_copies(root, uid)]
     assert not left, f"node-local copies left: {left}"
+
+
+def node_copies(root: Path, uid: int) -> list[str]:
+    """What node-local.lua left on the node whose `/` is `root` for the user `uid`: its
+    containers' copies, and the marks of its image cache's entries in use (the entries
+    themselves stay, for the next container of the image)."""
+    mine = root / "tmp" / f"scrun-{uid}"
+    copies = [path for path in mine.glob("*") if path.name != "cache"]
+    return [str(path) for path in (*copies, *mine.glob("cache/*/users/*"))]
 
 
 def test_the_node_local_layout_stages_onto_every_node_of_the_job(
@@ -187,10 +192,7 @@ def test_the_node_local_layout_stages_onto_every_node_of_the_job(
     roots = done.stdout.splitlines()
     assert len(roots) == 2, done.stdout  # one task on each node
     assert all(f"/scrun-{os.getuid()}/" in root for root in roots), roots
-    left = {
-        node: [str(path) for path in (root / "tmp").glob(f"scrun-{os.getuid()}/*")]
-        for node, root in node_roots(cluster.env).items()
-    }
+    left = {node: node_copies(root, os.getuid()) for node, root in node_roots(cluster.env).items()}
     assert left == {"n1": [], "n2": []}, f"node-local copies left: {left}"
 
 
@@ -230,25 +232,27 @@ def test_writes_to_a_bind_mount_the_nodes_cannot_see_come_back(
 
 
 def cache_stamps(shared: str, uid: int) -> dict[str, int]:
-    """The user's image cache entries (shared-scratch.lua's), each with its import's time."""
+    """The user's image cache entries on the scratch, each with its import's time."""
     cache = Path(shared) / str(uid) / "scrun-cache"
     return {stamp.parent.name: stamp.stat().st_mtime_ns for stamp in cache.glob("*/stamp")}
 
 
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
 def test_an_image_is_staged_once_and_a_containers_changes_come_back(
+    script: str,
     who: Who,
     cluster: Cluster,
     site_runtime: MakeSite,
     no_leftovers: Callable[..., None],
 ) -> None:
-    """shared-scratch.lua's image cache, for root and for each test user (keep-id for
+    """Each layout's image cache, for root and for each test user (keep-id for
     them, whose root filesystem is out of the real user's reach): the first container of
     the image imports it at most once, the second copies nothing of it; what a container
     created, changed and deleted in its root (an overlay's writable layer on the node) is
     in podman's copy afterwards, as `podman diff` shows it; nothing stays marked in use."""
     uid, runner = who
     shared = cluster["SCRUN_SHARED_DIR"]
-    podman = runner(site_runtime(SCRIPT_TEXTS["shared-scratch"](shared)))
+    podman = runner(site_runtime(SCRIPT_TEXTS[script](shared)))
     options = ["--userns=keep-id"] if uid != os.getuid() else []
     # keep-id runs as the user: its own files, in the world-writable /tmp and a new one
     where = "/tmp" if options else "/etc"

@@ -91,7 +91,14 @@ class Site:
     """A login host's tree: podman's bundle and rootfs, a user's data directory, a read-only
     one, a home the nodes share; the scratch and the nodes' local disk."""
 
-    def __init__(self, tmp: Path, name: str, limit_mib: int = 1024, cache_mib: int = 20480) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        name: str,
+        limit_mib: int = 1024,
+        cache_mib: int = 20480,
+        cache: bool = True,
+    ) -> None:
         self.name = name
         self.scratch, self.node = tmp / "scratch", tmp / "node"
         self.scratch.mkdir(mode=0o1777)
@@ -126,10 +133,10 @@ class Site:
             'local scratch = "/scratch"': f'local scratch = "{self.scratch}"',
             "local carry_limit_mib = 1024": f"local carry_limit_mib = {limit_mib}",
         }
+        settings["local cache_limit_mib = 20480"] = f"local cache_limit_mib = {cache_mib}"
+        settings["local image_cache = true"] = f"local image_cache = {str(cache).lower()}"
         if name == "node-local.lua":
             settings['local node_local = "/tmp"'] = f'local node_local = "{self.node}"'
-        else:
-            settings["local cache_limit_mib = 20480"] = f"local cache_limit_mib = {cache_mib}"
         for line, value in settings.items():
             assert text.count(line + "\n") == 1, (name, line)
             text = text.replace(line + "\n", value + "\n")
@@ -180,6 +187,17 @@ class Site:
         return self.scratch / str(UID) / "scrun-cache"
 
     @property
+    def node_cache(self) -> Path:
+        """node-local.lua's cache on the node (each node has one)."""
+        return self.node / f"scrun-{UID}" / "cache"
+
+    @property
+    def lower_cache(self) -> Path:
+        """The cache a container's overlays read its image from: on the node, for
+        node-local.lua."""
+        return self.node_cache if self.name == "node-local.lua" else self.cache
+
+    @property
     def users_dirs(self) -> list[str]:
         """What stays in the scratch once a container is gone: the user's own directories
         (and the image cache, whose entries no container uses any more)."""
@@ -188,9 +206,9 @@ class Site:
 
     def leftovers(self) -> list[str]:
         """What is in the scratch and on the node, the cache's entries left out; and the
-        cache's marks of entries in use."""
+        caches' marks of entries in use (the scratch's, the node's)."""
         found = (*self.scratch.rglob("*"), *self.node.rglob(CONTAINER))
-        in_use = [str(p) for p in self.cache.glob("*/users/*")]
+        in_use = [str(p) for c in (self.cache, self.node_cache) for p in c.glob("*/users/*")]
         outside = [p for p in found if not p.is_relative_to(self.cache) or p == self.cache]
         return [str(p) for p in outside] + in_use
 
@@ -216,20 +234,16 @@ def test_a_container_goes_there_and_back(tmp_path: Path, name: str) -> None:
     sources = [m["source"] for m in written["mounts"] if m.get("type") != "overlay"]
     assert sources[:3] == ["proc", "/dev/null", "/home/u/data"]  # the nodes see them
     assert sources[3:] == [f"{staged}/mounts/{i}" for i in (4, 5, 6)]
-    overlays = [mount for mount in written["mounts"] if mount.get("type") == "overlay"]
-    if name == "shared-scratch.lua":  # the image is read from the cache, through an overlay
-        [overlay] = overlays
-        assert written["mounts"][0] == overlay and overlay["destination"] == "/etc"
-        lower = Path(overlay["options"][0].removeprefix("lowerdir="))
-        assert lower.is_relative_to(site.cache) and (lower / "os").read_text() == "busybox\n"
-        assert overlay["options"][1:] == [
-            f"upperdir={staged}/upper/etc",
-            f"workdir={staged}/work/etc",
-            "userxattr",
-        ]
-    else:
-        assert overlays == []
-        assert (staged / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+    # the image is read from the cache (node-local.lua: the node's), through an overlay
+    [overlay] = [mount for mount in written["mounts"] if mount.get("type") == "overlay"]
+    assert written["mounts"][0] == overlay and overlay["destination"] == "/etc"
+    lower = Path(overlay["options"][0].removeprefix("lowerdir="))
+    assert lower.is_relative_to(site.lower_cache) and (lower / "os").read_text() == "busybox\n"
+    assert overlay["options"][1:] == [
+        f"upperdir={staged}/upper/etc",
+        f"workdir={staged}/work/etc",
+        "userxattr",
+    ]
     assert (staged / "mounts" / "5" / "old").read_text() == "old\n"
     assert (staged / "mounts" / "4").read_text() == "127.0.0.1 localhost\n"
     assert oct(site.carried.stat().st_mode & 0o777) == "0o700"
@@ -328,8 +342,10 @@ def test_a_node_local_path_another_user_made_is_refused(tmp_path: Path) -> None:
     assert site.stage_in() != 0
     [error] = site.slurm.errors
     assert f"unsafe staging path: {site.node}/scrun-{UID} belongs to uid 54321" in error, error
+    assert [p.name for p in site.cache.glob("*/users/*")] == [CONTAINER]  # staged, marked
     assert site.stage_out() == 0, site.slurm.errors
     assert not site.carried.exists()
+    assert list(site.cache.glob("*/users/*")) == []  # the image is in the cache, unused
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -355,10 +371,11 @@ def cache_entry(staged: Path) -> Path:
     return Path((staged / "cache-entry").read_text().strip())
 
 
-def test_a_cached_image_is_copied_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_cached_image_is_copied_once(tmp_path: Path, name: str) -> None:
     """The second container of an image copies nothing of it: both run on one entry, each
     with a writable layer of its own; the entry is marked in use until both ended."""
-    site = Site(tmp_path, "shared-scratch.lua")
+    site = Site(tmp_path, name)
     (site.bundle / "rootfs").chmod(0o755)
     assert site.stage_in("a") == 0, site.slurm.errors
     first = Path(site.slurm.bundle)
@@ -380,11 +397,12 @@ def test_a_cached_image_is_copied_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(UID != 0, reason="a whiteout (a 0/0 character device) is made by root here")
-def test_a_containers_deletions_come_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_containers_deletions_come_back(tmp_path: Path, name: str) -> None:
     """The overlay's deletions are applied to the engine's root filesystem: a whiteout (a
     deleted file or directory), an opaque directory (deleted and made again: only what is
     in it now), a top-level file deleted and one created."""
-    site = Site(tmp_path, "shared-scratch.lua")
+    site = Site(tmp_path, name)
     root = site.bundle / "rootfs"
     (root / "etc" / "gone").write_text("x\n")
     (root / "etc" / "remade").mkdir()
@@ -409,10 +427,11 @@ def test_a_containers_deletions_come_back(tmp_path: Path) -> None:
     assert site.leftovers() == site.users_dirs
 
 
-def test_a_changed_cache_entry_is_not_used(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_changed_cache_entry_is_not_used(tmp_path: Path, name: str) -> None:
     """An entry changed after its import (by hand, or a broken copy) is set aside and the
     image imported again; once no container uses it, the next import removes it."""
-    site = Site(tmp_path, "shared-scratch.lua")
+    site = Site(tmp_path, name)
     assert site.stage_in("a") == 0, site.slurm.errors
     first = Path(site.slurm.bundle)
     entry = cache_entry(first)
@@ -423,32 +442,41 @@ def test_a_changed_cache_entry_is_not_used(tmp_path: Path) -> None:
     assert (entry / "rootfs" / "etc" / "os").read_text() == "busybox\n"
     [aside] = site.cache.glob("changed-*")
     assert (aside / "users" / "a").exists()  # still in use by a: not removed under it
+    if name == "node-local.lua":  # the node's copy of the changed entry: set aside too
+        [node_aside] = site.node_cache.glob("changed-*")
+        assert (node_aside / "users" / "a").exists()
+        assert (site.node_cache / entry.name / "rootfs" / "etc" / "os").read_text() == "busybox\n"
     for name, bundle in (("a", first), ("b", second)):
         assert site.stage_out(name, str(bundle)) == 0, site.slurm.errors
     (site.bundle / "rootfs" / "etc" / "os").write_text("a new image\n")
     assert site.stage_in("c") == 0, site.slurm.errors  # an import: removes what is unused
     assert not aside.exists()
+    assert not list(site.node_cache.glob("changed-*"))  # (node-local.lua: the node's too)
     assert site.stage_out("c") == 0, site.slurm.errors
 
 
-def test_an_import_killed_half_way_is_never_used(tmp_path: Path) -> None:
-    site = Site(tmp_path, "shared-scratch.lua")
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_an_import_killed_half_way_is_never_used(tmp_path: Path, name: str) -> None:
+    site = Site(tmp_path, name)
     assert site.stage_in("a") == 0, site.slurm.errors
     entry = cache_entry(Path(site.slurm.bundle))
     assert site.stage_out("a") == 0, site.slurm.errors
-    shutil.rmtree(entry)
-    half = entry.with_name(entry.name + ".tmp")
-    (half / "rootfs").mkdir(parents=True)  # killed after its first file
+    copies = [entry, site.node_cache / entry.name] if name == "node-local.lua" else [entry]
+    for copy in copies:  # (node-local.lua: the node's copy too)
+        shutil.rmtree(copy)
+        (copy.with_name(copy.name + ".tmp") / "rootfs").mkdir(parents=True)  # after a file
     assert site.stage_in("b") == 0, site.slurm.errors
-    assert (entry / "rootfs" / "etc" / "os").read_text() == "busybox\n"
-    assert not half.exists()
+    for copy in copies:
+        assert (copy / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+        assert not copy.with_name(copy.name + ".tmp").exists()
     assert site.stage_out("b") == 0, site.slurm.errors
 
 
-def test_first_containers_started_at_once_import_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_first_containers_started_at_once_import_once(tmp_path: Path, name: str) -> None:
     """Six containers of an image not yet cached, staged at once (each scrun has a Lua of
     its own): one import, under the entry's lock; all six run on it."""
-    site = Site(tmp_path, "shared-scratch.lua")
+    site = Site(tmp_path, name)
     (site.bundle / "rootfs" / "big").write_bytes(os.urandom(8 * 1024 * 1024))
     loaded = [site.load() for _ in range(6)]
     config = str(site.bundle / "config.json")
@@ -462,19 +490,20 @@ def test_first_containers_started_at_once_import_once(tmp_path: Path) -> None:
     with ThreadPoolExecutor(6) as pool:
         results = list(pool.map(stage_in, range(6)))
     assert [(rc, errors) for rc, _, errors in results] == [(0, [])] * 6
-    entries = {cache_entry(Path(bundle)) for _, bundle, _ in results}
-    assert len(entries) == 1 and sorted(p.name for p in site.cache.iterdir()) == sorted(
-        [entry.name for entry in entries] + [f"{entry.name}.lock" for entry in entries]
-    )
+    [entry] = {cache_entry(Path(bundle)) for _, bundle, _ in results}
+    caches = [site.cache, site.node_cache] if name == "node-local.lua" else [site.cache]
+    for cache in caches:  # (node-local.lua: on the node too, one copy, under its own lock)
+        assert sorted(p.name for p in cache.iterdir()) == [entry.name, f"{entry.name}.lock"]
     for index, (_, bundle, _) in enumerate(results):
         assert site.stage_out(f"c{index}", bundle) == 0, site.slurm.errors
     assert site.leftovers() == site.users_dirs
 
 
-def test_the_cache_keeps_to_its_limit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_cache_keeps_to_its_limit(tmp_path: Path, name: str) -> None:
     """Past the site's limit an import removes the least recently used images that no
     container uses, never one in use."""
-    site = Site(tmp_path, "shared-scratch.lua", cache_mib=3)
+    site = Site(tmp_path, name, cache_mib=3)
     big = site.bundle / "rootfs" / "big"
     entries = []
     for image in ("a", "b", "c"):
@@ -487,6 +516,57 @@ def test_the_cache_keeps_to_its_limit(tmp_path: Path) -> None:
     assert not entries[0].exists()  # b's import removed it
     assert entries[1].exists() and entries[2].exists()  # in use by b and c: kept
     assert not used_a.exists()
+    if name == "node-local.lua":  # the node's cache keeps to the limit too
+        kept = sorted(p.name for p in site.node_cache.iterdir() if p.is_dir())
+        assert kept == sorted(entry.name for entry in entries[1:])
+
+
+def test_a_node_copies_a_cached_image_once(tmp_path: Path) -> None:
+    """node-local.lua: a node copies an image from the scratch's cache to its own once;
+    the containers of it on that node mark it in use until each ends, and each run on it
+    (its overlays' lower layers) with a writable layer of its own."""
+    site = Site(tmp_path, "node-local.lua")
+    assert site.stage_in("a") == 0, site.slurm.errors
+    first = Path(site.slurm.bundle)
+    [copy] = [p for p in site.node_cache.iterdir() if p.is_dir()]
+    assert copy.name == cache_entry(first).name
+    assert (copy / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+    copied = (copy / "rootfs" / "etc" / "os").stat().st_ino
+    assert site.stage_in("b") == 0, site.slurm.errors
+    second = Path(site.slurm.bundle)
+    assert [p for p in site.node_cache.iterdir() if p.is_dir()] == [copy]
+    assert (copy / "rootfs" / "etc" / "os").stat().st_ino == copied
+    assert sorted(p.name for p in (copy / "users").iterdir()) == ["a", "b"]
+    for bundle in (first, second):
+        [overlay] = json.loads((bundle / "config.json").read_text())["mounts"][:1]
+        assert overlay["options"][:2] == [
+            f"lowerdir={copy}/rootfs/etc",
+            f"upperdir={bundle}/upper/etc",
+        ]
+        assert (bundle / "work" / "etc").is_dir()
+    assert site.stage_out("a", str(first)) == 0, site.slurm.errors
+    assert sorted(p.name for p in (copy / "users").iterdir()) == ["b"]
+    assert site.stage_out("b", str(second)) == 0, site.slurm.errors
+    assert list((copy / "users").iterdir()) == [] and not first.exists()
+    assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_without_the_cache_a_container_is_copied_whole(tmp_path: Path, name: str) -> None:
+    """`image_cache = false`: the root filesystem is copied whole (no overlay, no cache on
+    the scratch or the node), and what the container wrote there comes back."""
+    site = Site(tmp_path, name, cache=False)
+    assert site.stage_in() == 0, site.slurm.errors
+    staged = Path(site.slurm.bundle)
+    mounts = json.loads((staged / "config.json").read_text())["mounts"]
+    assert [m for m in mounts if m.get("type") == "overlay"] == []
+    assert (staged / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+    # (another size: rsync's quick check takes a file of the same size and second as unchanged)
+    (staged / "rootfs" / "etc" / "os").write_text("changed on the node\n")
+    assert site.stage_out() == 0, site.slurm.errors
+    assert (site.bundle / "rootfs" / "etc" / "os").read_text() == "changed on the node\n"
+    assert not site.cache.exists() and not site.node_cache.exists()
+    assert site.leftovers() == site.users_dirs
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -521,10 +601,11 @@ def test_a_deletion_alone_goes_back(tmp_path: Path, name: str) -> None:
     assert (site.data / "sub").is_dir()
 
 
-def test_the_users_the_engine_writes_in_are_each_containers_own(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_users_the_engine_writes_in_are_each_containers_own(tmp_path: Path, name: str) -> None:
     """podman writes the user into /etc/passwd and /etc/group for each container (keep-id,
     --user): they do not make the image another one, and each container gets its own."""
-    site = Site(tmp_path, "shared-scratch.lua")
+    site = Site(tmp_path, name)
     passwd = site.bundle / "rootfs" / "etc" / "passwd"
     passwd.write_text("root:x:0:0::/root:/bin/sh\n")
     assert site.stage_in("a") == 0, site.slurm.errors
