@@ -28,6 +28,7 @@ from scrunlib.slurm_commands import (
     steps_argv,
     tagged_container,
     tagged_jobs_argv,
+    user_jobs_argv,
     version_argv,
 )
 from scrunlib.slurm_version import SlurmVersion, parse_version, version_string
@@ -346,6 +347,14 @@ class Slurm:
         if code != 0:
             raise SlurmError(f"job {job_id} not found: {last_line(err or out)}")
         return parse_scontrol_record(out)
+
+    def user_jobs(self) -> str:
+        """The calling user's jobs, as `user_jobs_argv` lists them (read with
+        slurm_commands.user_jobs). SlurmError when squeue fails."""
+        code, out, err = self.run(user_jobs_argv(self.path("squeue")))
+        if code != 0:
+            raise SlurmError(f"cannot list the user's jobs: {last_line(err or out)}")
+        return out
 
     def cancel(self, job_id: int, signal: int | None = None, step_id: int | None = None) -> None:
         """scancel; a job that already ended counts as success."""

@@ -289,6 +289,24 @@ def tagged_jobs_argv(squeue: str) -> list[str]:
     return [squeue, "-h", "-o", "%i %k"]
 
 
+def user_jobs_argv(squeue: str) -> list[str]:
+    """`squeue` listing the calling user's jobs, `ID STATE REASON` a line (`user_jobs`
+    reads it): one query for all of a user's queued containers (scrunlib.user_queue)."""
+    return [squeue, "--me", "-h", "-o", "%i %T %r"]
+
+
+def user_jobs(listing: str) -> dict[int, tuple[str, str]]:
+    """`user_jobs_argv` output → {job id: (state, reason)}; the reason "" where Slurm says
+    None. Lines that name no plain job (an array's `12_3`) are skipped."""
+    jobs = {}
+    for line in listing.splitlines():
+        words = line.strip().split(" ", 2)
+        if len(words) >= 2 and words[0].isdigit():
+            reason = words[2].strip() if len(words) == 3 else ""
+            jobs[int(words[0])] = (words[1], "" if reason == "None" else reason)
+    return jobs
+
+
 def job_record_argv(scontrol: str, job_id: int) -> list[str]:
     """`scontrol` printing the job's record on one line (`parse_scontrol_record`)."""
     return [scontrol, "-o", "show", "job", str(job_id)]

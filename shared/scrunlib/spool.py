@@ -10,7 +10,9 @@ Layout of `<root>/<container dir>/`:
   paused         present while `scrun pause` has the container's steps frozen
 
 The root also holds per-user caches (scrunlib.filecache), dot files that no container id
-can name: `.slurm-version` (srun's version) and `.site-config` (the parsed site file).
+can name: `.slurm-version` (srun's version) and `.site-config` (the parsed site file); and
+`.queue` (with `.queue.lock`), the reading of the user's jobs their queued containers share
+(scrunlib.user_queue).
 
 Container ids are never trusted: they are checked before any path is built from them.
 """

@@ -28,6 +28,7 @@ from scrunlib.log import LogSettings
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, Status
+from scrunlib.user_queue import QUEUE_READING
 
 JOB = 77
 RUNNING = f"JobId={JOB} JobName=scrun JobState=RUNNING NodeList=n1 NumNodes=1 NumCPUs=1"
@@ -512,11 +513,12 @@ def test_the_queue_is_told_on_stderr_once_per_reason(fp, site, spool, queued) ->
     watch = queued.queue
     watch.stderr.use(write_end)
     watch.notices = True
-    show_job = [site.tool("scontrol"), "-o", "show", "job", str(JOB)]
+    user_jobs = [site.tool("squeue"), "--me", "-h", "-o", "%i %T %r"]
     for reason in ("Priority", "Priority", "Resources"):
-        fp.register(show_job, stdout=f"JobId={JOB} JobState=PENDING Reason={reason}\n")
+        fp.register(user_jobs, stdout=f"{JOB} PENDING {reason}\n")
         watch.next_reading = 0
         watch.check()
+        os.unlink(os.path.join(spool.root, QUEUE_READING))  # a poll interval later
     assert saved(spool).job_reason == "Resources"
     watch.granted("n2")
     os.close(write_end)

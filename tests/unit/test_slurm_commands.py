@@ -23,6 +23,7 @@ from scrunlib.slurm_commands import (
     step_argv,
     steps_argv,
     tagged_container,
+    user_jobs,
 )
 from scrunlib.slurm_version import parse_version
 
@@ -412,3 +413,18 @@ def test_a_slurm_26_05_job_record_keeps_its_comment_whole():
     assert record["Command"] == "/bin/sh"
     assert record["SubmitLine"].endswith("-c echo x=1")
     assert (record["ContainerType"], record["ContainerID"]) == ("(null)", "c1")
+
+
+def test_the_users_jobs_are_listed_with_state_and_reason_whole(fp, slurm):
+    slurm, bin_dir = slurm
+    listing = "71 PENDING Priority\n72 RUNNING None\n73 PENDING ReqNodeNotAvail, Reserved\n"
+    listing += "9_1 PENDING Priority\n"  # an array's task: not a container's job
+    fp.register([f"{bin_dir}/squeue", "--me", "-h", "-o", "%i %T %r"], stdout=listing)
+    assert user_jobs(slurm.user_jobs()) == {
+        71: ("PENDING", "Priority"),
+        72: ("RUNNING", ""),
+        73: ("PENDING", "ReqNodeNotAvail, Reserved"),
+    }
+    fp.register([f"{bin_dir}/squeue", fp.any()], returncode=1, stderr="squeue: error: down\n")
+    with pytest.raises(SlurmError, match="cannot list the user's jobs: squeue: error: down"):
+        slurm.user_jobs()

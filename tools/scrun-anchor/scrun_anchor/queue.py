@@ -2,9 +2,11 @@
 state` and `list` show.
 
 The grant itself needs no polling (salloc's answer wakes the anchor). Only the job's state
-and reason are read, with `scontrol show job`: first after the site's `pending_notice`
-seconds (`queue_poll` when notices are off), then every `queue_poll` seconds (at least
-MIN_QUEUE_POLL: the scheduler does not move a queue faster). The container's stderr gets
+and reason are read, from the user's shared reading of their jobs (scrunlib.user_queue: one
+`squeue --me` per poll interval for all of the user's queued containers, not one query per
+container): first after the site's `pending_notice` seconds (`queue_poll` when notices are
+off), then every `queue_poll` seconds (at least MIN_QUEUE_POLL: the scheduler does not move
+a queue faster). The container's stderr gets
 `scrun: job 171 pending (Priority)` at the first reading, a line again when the reason
 changes, and `scrun: job 171 running on n1` when it is granted, unless the site
 (pending_notice = 0) or the container (SCRUN_PENDING_NOTICES=0) turned them off.
@@ -16,6 +18,7 @@ import time
 
 from scrunlib import log
 from scrunlib.errors import SlurmError
+from scrunlib.user_queue import shared_reading
 
 TYPE_CHECKING = False  # typing is off the anchor's path (lint_tree/hotpath.py)
 if TYPE_CHECKING:
@@ -24,6 +27,10 @@ if TYPE_CHECKING:
     from scrunlib.state import ContainerState
 
     from scrun_anchor.channel import ContainerStderr
+
+
+# How soon an anchor looks again at a reading another anchor is refreshing.
+BUSY_RETRY_SECONDS = 1.0
 
 
 class QueueWatch:
@@ -48,6 +55,9 @@ class QueueWatch:
         first = notice_delay if notice_delay > 0 else poll
         self.next_reading = time.monotonic() + first
         self.told: str | None = None  # the last reason the user was told
+        # wall clock time by which Slurm knew the job (it is queued before `created`): a
+        # shared reading taken since then lists it, or the job has left the queue
+        self.known_since = time.time()
 
     def seconds_to_next(self) -> float:
         return max(0.0, self.next_reading - time.monotonic())
@@ -56,16 +66,24 @@ class QueueWatch:
         """Read the job's state if it is time to; say what changed."""
         if time.monotonic() < self.next_reading or self.state.job_id is None:
             return
-        self.next_reading = time.monotonic() + self.poll
         job_id = self.state.job_id
         try:
-            record = self.slurm.job_record(job_id)
+            reading = shared_reading(
+                self.spool.root, job_id, self.known_since, self.poll, self.slurm.user_jobs
+            )
         except SlurmError as exc:
-            log.verbose(f"cannot read queued job {job_id}: {exc.message}")
+            log.verbose(f"cannot list the queued jobs: {exc.message}")
+            self.next_reading = time.monotonic() + self.poll
             return
-        job_state, job_reason = record.get("JobState", ""), record.get("Reason", "")
+        if reading is None:  # another anchor is refreshing it: look again shortly
+            self.next_reading = time.monotonic() + BUSY_RETRY_SECONDS
+            return
+        self.next_reading = time.monotonic() + self.poll
+        if job_id not in reading.jobs:
+            return  # it has left the queue: salloc's answer says how
+        job_state, job_reason = reading.jobs[job_id]
         self.state.job_state = job_state or None
-        self.state.job_reason = job_reason if job_reason not in ("", "None") else None
+        self.state.job_reason = job_reason or None
         self.state.save(self.spool)
         if job_state != "PENDING" or not self.notices:
             return
