@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# bench/scale.sh -- N containers at once from one user on a cluster with room for 16
+# (issue 29), for each N given (default: 100 500):
+#   1. `podman run -d … sleep` of all N, BENCH_SCALE_PARALLEL (8) podman at a time: starts
+#      per second (until the last `podman run -d` returned); fewer when the machine's memory
+#      runs short (MemAvailable under BENCH_SCALE_RESERVE_MB, 3072): it says how many ran;
+#   2. `podman ps` and `scrun list` against what was started (running, queued with a reason);
+#   3. the login node's memory per container: RSS and PSS (smaps_rollup) of each anchor and
+#      its processes (salloc and its job holder; srun for a running one), by process name,
+#      for the running containers and the queued ones;
+#   4. slurmctld's RPCs a minute by message type (`sdiag --reset`, BENCH_SCALE_SDIAG_SECONDS
+#      (60) of nothing but the containers waiting, `sdiag`) while N-16 are queued;
+#   5. the time `podman rm -f` of all takes (target <= 30 s), and what was left behind
+#      (spool directories, processes, jobs).
+# Needs the cluster's exports (make bench loads them) and root (sdiag --reset, others' PSS).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+PARALLEL="${BENCH_SCALE_PARALLEL:-8}"
+RESERVE_MB="${BENCH_SCALE_RESERVE_MB:-3072}"
+SDIAG_SECONDS="${BENCH_SCALE_SDIAG_SECONDS:-60}"
+RUNTIME="${BENCH_SCALE_RUNTIME:-scrun}"
+# podman rm -f waits this long for SIGTERM to end a container before SIGKILL: a `sleep`
+# as the container's PID 1 ignores SIGTERM, through crun as through scrun (podman's
+# default, 10 s, then takes 10 s a container, a few containers at a time)
+STOP_SECONDS="${BENCH_SCALE_STOP_SECONDS:-0}"
+out="$(mktemp -d)"
+trap 'podman rm -f -t 0 $(cat "$out"/started 2>/dev/null) >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
+
+available_mb() { awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo; }
+# how many of this bench's containers podman lists in state $1
+podman_count() { podman ps -a --filter "label=scrun-scale" --filter "status=$1" -q | wc -l; }
+
+scale() {
+  local count="$1" i start end started=0 names=() pids=()
+  : >"$out/started"
+  echo "== N = $count ($RUNTIME; $(srun --version); $(podman --version); $(nproc) cores," \
+    "$(available_mb) MB available)"
+  start="$(date +%s.%N)"
+  for i in $(seq "$count"); do
+    if [ "$(available_mb)" -lt "$RESERVE_MB" ]; then
+      echo "   memory short ($(available_mb) MB available): $started of $count started"
+      break
+    fi
+    echo "scale-$i" >>"$out/started"
+    podman --runtime "$RUNTIME" run -d --name "scale-$i" --label scrun-scale \
+      localhost/busybox sleep 3600 >/dev/null &
+    pids+=("$!")
+    started=$((started + 1))
+    if [ "${#pids[@]}" -ge "$PARALLEL" ]; then wait_all "${pids[@]}"; pids=(); fi
+  done
+  wait_all "${pids[@]}"
+  end="$(date +%s.%N)"
+  mapfile -t names <"$out/started"
+  awk -v n="$started" -v s="$start" -v e="$end" \
+    'BEGIN {printf "1. %d started in %.1f s: %.2f starts per second\n", n, e - s, n / (e - s)}'
+
+  # the queue settles: 16 granted (their steps running), the rest pending
+  local running pending
+  for _ in $(seq 300); do
+    running="$(squeue -h -t R -o %i | wc -l)"
+    pending="$(squeue -h -t PD -o %i | wc -l)"
+    [ $((running + pending)) -eq "$started" ] && [ "$running" -ge $((started < 16 ? started : 16)) ] && break
+    sleep 1
+  done
+  echo "   Slurm: $running running, $pending pending"
+
+  echo "4. slurmctld RPCs while $pending are queued ($SDIAG_SECONDS s, per minute):"
+  sdiag --reset >/dev/null
+  sleep "$SDIAG_SECONDS"
+  sdiag >"$out/sdiag"
+  awk -v secs="$SDIAG_SECONDS" '
+    /^Remote Procedure Call statistics by message type/ {on = 1; next}
+    /^Remote Procedure Call statistics by user/ {on = 0}
+    on && /count:/ {
+      split($0, parts, "count:"); split(parts[2], n, " ")
+      printf "   %-32s %6.1f a minute\n", $1, n[1] * 60 / secs; total += n[1]
+    }
+    END {printf "   %-32s %6.1f a minute\n", "all", total * 60 / secs}' "$out/sdiag"
+
+  echo "2. what podman and scrun list say:"
+  echo "   podman ps: $(podman_count running) running, $(podman_count created) created, $(podman_count exited) exited"
+  # queued containers show (Reason) where the nodes go
+  scrun list >"$out/list"
+  echo "   scrun list: $(tail -n +2 "$out/list" | wc -l) containers," \
+    "$(grep -c '(' "$out/list" || true) with a queue reason" \
+    "($(grep -o '([A-Za-z]*)' "$out/list" | sort | uniq -c | tr -s ' ' | tr '\n' ',' || true))"
+
+  echo "3. login-node memory per container (the anchor and its processes):"
+  local anchors=()
+  for name in "${names[@]}"; do anchors+=("$(podman inspect -f '{{.State.Pid}}' "$name")"); done
+  python3 - "${anchors[@]}" <<'PY'
+import os, statistics, sys
+
+def read(path):
+    try:
+        with open(path) as stream:
+            return stream.read()
+    except OSError:
+        return ""
+
+children = {}
+for entry in os.listdir("/proc"):
+    if entry.isdigit():
+        stat = read(f"/proc/{entry}/stat")
+        if stat:
+            ppid = int(stat.rpartition(")")[2].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+
+def tree(pid):
+    found = [pid]
+    for child in children.get(pid, []):
+        found += tree(child)
+    return found
+
+def kb(text, key):
+    for line in text.splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+groups = {"running": [], "queued": []}
+for anchor in map(int, sys.argv[1:]):
+    procs = []
+    for pid in tree(anchor):
+        name = read(f"/proc/{pid}/comm").strip()
+        procs.append((name, kb(read(f"/proc/{pid}/status"), "VmRSS"),
+                      kb(read(f"/proc/{pid}/smaps_rollup"), "Pss")))
+    kind = "running" if any(name == "srun" for name, _, _ in procs) else "queued"
+    groups[kind].append(procs)
+
+mb = lambda k: k / 1024
+for kind, containers in groups.items():
+    if not containers:
+        continue
+    rss = [sum(r for _, r, _ in c) for c in containers]
+    pss = [sum(p for _, _, p in c) for c in containers]
+    print(f"   {kind} ({len(containers)}): RSS median {mb(statistics.median(rss)):.1f} MB"
+          f" ({mb(min(rss)):.1f}-{mb(max(rss)):.1f}), PSS median {mb(statistics.median(pss)):.1f} MB"
+          f" ({mb(min(pss)):.1f}-{mb(max(pss)):.1f})")
+    by_name = {}
+    for c in containers:
+        for index, (name, r, p) in enumerate(c):
+            by_name.setdefault(f"{name}", []).append((r, p))
+    for name, values in by_name.items():
+        per = len(values) / len(containers)
+        print(f"      {name:10} x{per:.0f}  RSS {mb(statistics.median(r for r, _ in values)):5.1f} MB"
+              f"  PSS {mb(statistics.median(p for _, p in values)):5.1f} MB (median of each)")
+PY
+
+  start="$(date +%s.%N)"
+  podman rm -f -t "$STOP_SECONDS" "${names[@]}" >/dev/null
+  end="$(date +%s.%N)"
+  awk -v n="$started" -v s="$start" -v e="$end" \
+    -v t="$STOP_SECONDS" 'BEGIN {printf "5. podman rm -f -t %s of all %d: %.1f s\n", t, n, e - s}'
+  : >"$out/started"
+  echo "   $(nothing_left || true)"
+}
+
+counts=("$@")
+[ "$#" -gt 0 ] || counts=(100 500)
+for count in "${counts[@]}"; do scale "$count"; done
