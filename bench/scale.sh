@@ -12,6 +12,7 @@
 #      (60) of nothing but the containers waiting, `sdiag`) while N-16 are queued;
 #   5. the time `podman rm -f` of all takes (target <= 30 s), and what was left behind
 #      (spool directories, processes, jobs).
+# BENCH_SCALE_RUNTIME=crun: the same containers through crun (1., 3. and 5.), the reference.
 # Needs the cluster's exports (make bench loads them) and root (sdiag --reset, others' PSS).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -54,6 +55,10 @@ scale() {
   awk -v n="$started" -v s="$start" -v e="$end" \
     'BEGIN {printf "1. %d started in %.1f s: %.2f starts per second\n", n, e - s, n / (e - s)}'
 
+  if [ "$RUNTIME" = crun ]; then  # the reference: no Slurm, no queue
+    memory_and_removal "$count" "${names[@]}"
+    return
+  fi
   # the queue settles: 16 granted (their steps running), the rest pending
   local running pending
   for _ in $(seq 300); do
@@ -85,7 +90,15 @@ scale() {
     "$(grep -c '(' "$out/list" || true) with a queue reason" \
     "($(grep -o '([A-Za-z]*)' "$out/list" | sort | uniq -c | tr -s ' ' | tr '\n' ',' || true))"
 
-  echo "3. login-node memory per container (the anchor and its processes):"
+  memory_and_removal "$started" "${names[@]}"
+}
+
+# 3. and 5. for the N containers named after N
+memory_and_removal() {
+  local started="$1" name start end
+  shift
+  local names=("$@")
+  echo "3. login-node memory per container (the anchor and its processes; crun: conmon's child):"
   local anchors=()
   for name in "${names[@]}"; do anchors+=("$(podman inspect -f '{{.State.Pid}}' "$name")"); done
   python3 - "${anchors[@]}" <<'PY'
@@ -125,7 +138,8 @@ for anchor in map(int, sys.argv[1:]):
         name = read(f"/proc/{pid}/comm").strip()
         procs.append((name, kb(read(f"/proc/{pid}/status"), "VmRSS"),
                       kb(read(f"/proc/{pid}/smaps_rollup"), "Pss")))
-    kind = "running" if any(name == "srun" for name, _, _ in procs) else "queued"
+    kind = "queued" if any(name == "salloc" for name, _, _ in procs) and not any(
+        name == "srun" for name, _, _ in procs) else "running"
     groups[kind].append(procs)
 
 mb = lambda k: k / 1024
@@ -148,10 +162,16 @@ for kind, containers in groups.items():
 PY
 
   start="$(date +%s.%N)"
-  podman rm -f -t "$STOP_SECONDS" "${names[@]}" >/dev/null
+  local removed=0
+  podman rm -f -t "$STOP_SECONDS" "${names[@]}" >/dev/null 2>"$out/rm.err" || removed=$?
   end="$(date +%s.%N)"
   awk -v n="$started" -v s="$start" -v e="$end" \
     -v t="$STOP_SECONDS" 'BEGIN {printf "5. podman rm -f -t %s of all %d: %.1f s\n", t, n, e - s}'
+  if [ "$removed" != 0 ]; then
+    echo "   podman rm failed (exit $removed), $(grep -c . "$out/rm.err") lines:"
+    sed 's/^/     /' "$out/rm.err" | head -5
+    podman rm -f -t 0 "${names[@]}" >/dev/null 2>&1 || true
+  fi
   : >"$out/started"
   echo "   $(nothing_left || true)"
 }

@@ -173,11 +173,18 @@ class Submission:
 
     def withdraw(self) -> None:
         """Take the job back: SIGINT makes salloc revoke a pending job; a salloc that does
-        not end in time is killed, and any job tagged with the container's id is cancelled."""
+        not end in time is killed. Then the job is cancelled, should it outlive salloc: by
+        its id when salloc named it (one scancel; hundreds of containers are withdrawn at
+        once by a `podman rm -f` of all), else any job tagged with the container's id (a
+        listing of the user's jobs)."""
         self.salloc.signal_group(SIGINT)
         self.salloc.end(REFUSAL_SECONDS)
+        job_id = self.queued_job_id()
         self._close()
-        self.slurm.cancel_tagged(self.container_id)
+        if job_id is not None:
+            self.slurm.cancel(job_id)
+        else:
+            self.slurm.cancel_tagged(self.container_id)
 
     def _close(self) -> None:
         for fd in (self._holder_input, self._answer, self._messages):

@@ -5,11 +5,15 @@ cwltool runs every step with `podman run --userns=keep-id --user=UID:GID --read-
 --net=none`, its working and temporary directories as bind mounts of directories it makes
 under the login host's /tmp, and the inputs as read-only bind mounts: every step is a Slurm
 job, staged to a node that sees none of that, and what it writes must come back. A scatter
-of four steps and a gather of their outputs.
+of four steps and a gather of their outputs, as each test user; a scatter of a hundred (more
+than the cluster runs at once: most steps wait in the queue) with the work directory in the
+user's home and cwltool's own directories in the shared scratch, where a site puts them;
+a failing step's exit code; and cwltool with docker, as root.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import uuid
@@ -21,7 +25,7 @@ import pytest
 from users import User, assert_users_clean, pick_users
 
 if TYPE_CHECKING:
-    from conftest import Cluster
+    from conftest import Cluster, Docker
 
 STEP = """\
 cwlVersion: v1.2
@@ -29,7 +33,9 @@ class: CommandLineTool
 requirements:
   DockerRequirement: {dockerPull: localhost/busybox}
 baseCommand: [sh, -c]
-arguments: ["tr a-z A-Z < $0 > upper.txt", $(inputs.infile.path)]
+arguments:
+  - tr a-z A-Z < $0 > upper.txt; test -n "$SLURM_JOB_ID" || echo not a Slurm job >> upper.txt
+  - $(inputs.infile.path)
 inputs: {infile: File}
 outputs:
   upper: {type: File, outputBinding: {glob: upper.txt}}
@@ -81,30 +87,54 @@ def cwltool(cluster: Cluster) -> Path:
     return program
 
 
+EXIT_3 = """\
+cwlVersion: v1.2
+class: CommandLineTool
+requirements:
+  DockerRequirement: {dockerPull: localhost/busybox}
+baseCommand: [sh, -c, "exit 3"]
+inputs: {}
+outputs:
+  code: {type: int, outputBinding: {outputEval: $(runtime.exitCode)}}
+"""
+MANY_STEPS = 100  # the cluster runs 16 at once: most wait in the queue
+
+
+def write_workflow(work: Path, steps: int) -> None:
+    """The scatter-and-gather workflow over `steps` input files, in `work`."""
+    for name, text in (("step.cwl", STEP), ("gather.cwl", GATHER), ("wf.cwl", WORKFLOW)):
+        (work / name).write_text(text)
+    files = []
+    for i in range(steps):
+        (work / f"in{i}.txt").write_text(f"part {i}\n")
+        files.append(f"  - {{class: File, path: in{i}.txt}}\n")
+    (work / "job.yml").write_text("files:\n" + "".join(files))
+
+
+def gathered(steps: int, uid: int) -> str:
+    """What the gather step writes: every step's output in order, then its user's id."""
+    return "".join(f"PART {i}\n" for i in range(steps)) + f"{uid}\n"
+
+
 @pytest.fixture
-def workflow(no_leftovers: Callable[..., None]) -> Iterator[Callable[[User], Path]]:
-    """A directory of the user's on the login host's own disk with the workflow, its
-    inputs and a containers.conf whose default runtime is scrun (cwltool calls plain
-    `podman run`)."""
+def workflow(no_leftovers: Callable[..., None]) -> Iterator[Callable[..., Path]]:
+    """A directory of the user's (in `parent`: by default the login host's own disk) with
+    the workflow over `steps` inputs and a containers.conf whose default runtime is scrun
+    (cwltool calls plain `podman run`)."""
     made: list[Path] = []
 
-    def make(person: User) -> Path:
-        work = Path(f"/var/tmp/scrun-cwl-{person.name}-{uuid.uuid4().hex[:8]}")
+    def make(person: User, steps: int = STEPS, parent: Path = Path("/var/tmp")) -> Path:
+        work = parent / f"scrun-cwl-{person.name}-{uuid.uuid4().hex[:8]}"
         made.append(work)
         work.mkdir()
-        for name, text in (("step.cwl", STEP), ("gather.cwl", GATHER), ("wf.cwl", WORKFLOW)):
-            (work / name).write_text(text)
-        files = []
-        for i in range(STEPS):
-            (work / f"in{i}.txt").write_text(f"part {i}\n")
-            files.append(f"  - {{class: File, path: in{i}.txt}}\n")
-        (work / "job.yml").write_text("files:\n" + "".join(files))
+        write_workflow(work, steps)
+        (work / "exit3.cwl").write_text(EXIT_3)
+        (work / "exit3-ok.cwl").write_text(EXIT_3 + "successCodes: [3]\n")
         own = (person.home / ".config/containers/containers.conf").read_text()
         assert "\n[engine]\n" in own, own
         conf = own.replace("\n[engine]\n", '\n[engine]\nruntime = "scrun"\n')
         (work / "containers.conf").write_text(conf)
-        shutil.chown(work, person.uid, person.gid)
-        for path in work.iterdir():
+        for path in (work, *work.iterdir()):
             shutil.chown(path, person.uid, person.gid)
         return work
 
@@ -114,7 +144,7 @@ def workflow(no_leftovers: Callable[..., None]) -> Iterator[Callable[[User], Pat
 
 
 def test_cwltool_runs_a_scatter_and_a_gather_through_scrun(
-    cluster: Cluster, cwltool: Path, workflow: Callable[[User], Path]
+    cluster: Cluster, cwltool: Path, workflow: Callable[..., Path]
 ) -> None:
     for person in pick_users(cluster.exports, cluster.slurm_conf):
         work = workflow(person)
@@ -125,7 +155,102 @@ def test_cwltool_runs_a_scatter_and_a_gather_through_scrun(
         )
         assert done.returncode == 0, done.stderr[-3000:]
         result = work / "out" / "all.txt"
-        expected = "".join(f"PART {i}\n" for i in range(STEPS)) + f"{person.uid}\n"
-        assert result.read_text() == expected, done.stderr[-3000:]
+        assert result.read_text() == gathered(STEPS, person.uid), done.stderr[-3000:]
         assert result.stat().st_uid == person.uid
         assert_users_clean(person)
+
+
+def test_a_scatter_of_a_hundred_runs_from_home_and_the_shared_scratch(
+    cluster: Cluster, cwltool: Path, workflow: Callable[..., Path]
+) -> None:
+    """More steps than the cluster runs at once: most of the hundred jobs wait in the queue
+    (their anchors share one reading of it). The work directory is in the user's home,
+    cwltool's temporary and output directories in the shared scratch, and each step's
+    container id is kept (`--cidfile-dir`)."""
+    person, _ = pick_users(cluster.exports, cluster.slurm_conf)
+    work = workflow(person, MANY_STEPS, person.home)
+    scratch = Path(cluster.exports["SCRUN_SHARED_DIR"]) / f"cwl-{work.name}"
+    (scratch / "cids").mkdir(parents=True)
+    for path in (scratch, scratch / "cids"):
+        shutil.chown(path, person.uid, person.gid)
+    try:
+        done = person.sh(
+            f"cd {work} && {cwltool} --podman --parallel --outdir out"
+            f" --tmpdir-prefix {scratch}/tmp- --tmp-outdir-prefix {scratch}/out-"
+            f" --cidfile-dir {scratch}/cids wf.cwl job.yml",
+            env={"CONTAINERS_CONF": str(work / "containers.conf")},
+            timeout=1800,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert (work / "out" / "all.txt").read_text() == gathered(MANY_STEPS, person.uid)
+        ids = {path.read_text().strip() for path in (scratch / "cids").iterdir()}
+        assert len(ids) == MANY_STEPS + 1, ids  # a container of its own for each step
+        assert all(len(cid) == 64 and int(cid, 16) >= 0 for cid in ids), ids
+        assert_users_clean(person, timeout=60)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_a_failing_step_reports_its_exit_code(
+    cluster: Cluster, cwltool: Path, workflow: Callable[..., Path]
+) -> None:
+    person, _ = pick_users(cluster.exports, cluster.slurm_conf)
+    work = workflow(person)
+    env = {"CONTAINERS_CONF": str(work / "containers.conf")}
+    failed = person.sh(f"cd {work} && {cwltool} --podman exit3.cwl", env=env, timeout=300)
+    assert failed.returncode != 0
+    assert "exited with status: 3" in failed.stderr, failed.stderr[-3000:]
+    assert "permanentFail" in failed.stderr
+    # a tool for which 3 is success gets the code as its output
+    done = person.sh(f"cd {work} && {cwltool} --podman exit3-ok.cwl", env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert '"code": 3' in done.stdout, done.stdout
+    assert_users_clean(person)
+
+
+DOCKER_WITH_SCRUN = """\
+#!/bin/sh
+# what a site's dockerd does with `"default-runtime": "scrun"`: every `docker run` on scrun
+if [ "$1" = run ]; then shift; exec {docker} run --runtime scrun "$@"; fi
+exec {docker} "$@"
+"""
+
+
+def test_cwltool_with_docker_as_root(
+    cluster: Cluster, cwltool: Path, docker: Docker, no_leftovers: Callable[..., None]
+) -> None:
+    """cwltool's default engine, docker, as root: the private dockerd runs scrun for
+    `docker run` (the wrapper stands for its default runtime); all in the shared scratch."""
+    work = Path(cluster.exports["SCRUN_SHARED_DIR"]) / f"scrun-cwl-root-{uuid.uuid4().hex[:8]}"
+    (work / "bin").mkdir(parents=True)
+    try:
+        write_workflow(work, STEPS)
+        wrapper = work / "bin" / "docker"
+        wrapper.write_text(DOCKER_WITH_SCRUN.format(docker=f"/usr/bin/docker --host {docker.host}"))
+        wrapper.chmod(0o755)
+        done = subprocess.run(
+            [
+                str(cwltool),
+                "--parallel",
+                "--outdir",
+                "out",
+                "--tmpdir-prefix",
+                f"{work}/tmp-",
+                "--tmp-outdir-prefix",
+                f"{work}/out-",
+                "wf.cwl",
+                "job.yml",
+            ],
+            cwd=work,
+            env={**docker.env, "PATH": f"{work / 'bin'}:{os.environ['PATH']}"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert (work / "out" / "all.txt").read_text() == gathered(STEPS, 0)
+        no_leftovers()
+        left = [d for d in docker.runtime_root.glob("*") if d.is_dir()]
+        assert not left, left
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
