@@ -90,3 +90,52 @@ EOF
   chmod 755 "$site/scrun"
   sed "s|^scrun = .*|scrun = [\"$site/scrun\"]|" "$CONTAINERS_CONF" >"$site/containers.conf"
 }
+
+UPSTREAM="${UPSTREAM_SCRUN:-/usr/bin/scrun}"  # Slurm's own scrun (the C one, Slurm >= 23.02)
+
+# upstream_runtime DIR: podman's runtime "upstream" (CONTAINERS_CONF is made to name it, in
+# DIR), Slurm's own scrun $UPSTREAM with a config dir of its own in DIR. Returns 1, saying
+# why, when this cluster's Slurm cannot run the cluster's scrun.lua in upstream's scrun, 2
+# when /etc/slurm/slurm.conf is another cluster's; UPSTREAM_LINKED names the
+# /etc/slurm/slurm.conf it linked, for the caller to remove.
+# shellcheck disable=SC2034  # UPSTREAM_LINKED is the caller's
+upstream_runtime() {
+  local B="$1"
+  UPSTREAM_LINKED=""
+  # upstream's own config dir: the cluster's configs (it reads oci.conf too) and the same
+  # scrun.lua as ours (docs/scrun-lua/shared-scratch.lua): the nodes are other hosts, so both
+  # stage every container through the shared dir. That script parses config.json with
+  # slurm.from_json/to_json, which upstream's Lua has only since 26.05; 26.05.5's to_json fails
+  # on arrays, so upstream's copy starts with bench/upstream-to-json.lua, a to_json in Lua where
+  # Slurm's fails. Without it, upstream's stage-in fails and its anchor never exits (every run
+  # hangs).
+  local slurm_release
+  slurm_release="$(srun --version | awk '{print $2}')"
+  if [ "$(printf '%s\n' 26.05 "$slurm_release" | sort -V | head -1)" != 26.05 ]; then
+    echo "== upstream scrun $slurm_release has no slurm.from_json/to_json (26.05 added them), which"
+    echo "   the cluster's staging scrun.lua needs: no comparison with upstream on this cluster"
+    return 1
+  fi
+  mkdir -p "$B/etc" "$B/root"
+  cp "$(dirname "$SLURM_CONF")"/*.conf "$B/etc/"
+  cat "$BENCH_DIR/upstream-to-json.lua" "$(dirname "$SLURM_CONF")/scrun.lua" >"$B/etc/scrun.lua"
+  if [ ! -e /etc/slurm/slurm.conf ]; then
+    mkdir -p /etc/slurm
+    ln -s "$SLURM_CONF" /etc/slurm/slurm.conf
+    UPSTREAM_LINKED=/etc/slurm/slurm.conf
+  elif [ "$(readlink -f /etc/slurm/slurm.conf)" != "$(readlink -f "$SLURM_CONF")" ]; then
+    echo "/etc/slurm/slurm.conf is another cluster's: upstream scrun's srun would use it" >&2
+    return 2
+  fi
+
+  # As root, upstream scrun refuses to guess its state dir: --root.
+  cat >"$B/upstream-scrun" <<EOF
+#!/bin/sh
+exec env SLURM_CONF=$B/etc/slurm.conf $UPSTREAM --root=$B/root "\$@"
+EOF
+  chmod 755 "$B/upstream-scrun"
+  # podman: the cluster's containers.conf plus the runtime "upstream"
+  sed -e "s|^\\[engine.runtimes\\]|&\\nupstream = [\"$B/upstream-scrun\"]|" \
+    -e 's|"scrun"\]|"scrun", "upstream"]|g' "$CONTAINERS_CONF" >"$B/containers.conf"
+  export CONTAINERS_CONF="$B/containers.conf"
+}

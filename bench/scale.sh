@@ -12,7 +12,9 @@
 #      (60) of nothing but the containers waiting, `sdiag`) while N-16 are queued;
 #   5. the time `podman rm -f` of all takes (target <= 30 s), and what was left behind
 #      (spool directories, processes, jobs).
-# BENCH_SCALE_RUNTIME=crun: the same containers through crun (1., 3. and 5.), the reference.
+# BENCH_SCALE_RUNTIME=crun: the same containers through crun (1., 3. and 5.), the reference;
+# BENCH_SCALE_RUNTIME=upstream: through Slurm's own scrun (lib.sh upstream_runtime), which
+# blocks in `create` until the job is granted: at most 16, all running.
 # Needs the cluster's exports (make bench loads them) and root (sdiag --reset, others' PSS).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -25,7 +27,14 @@ RUNTIME="${BENCH_SCALE_RUNTIME:-scrun}"
 # default, 10 s, then takes 10 s a container, a few containers at a time)
 STOP_SECONDS="${BENCH_SCALE_STOP_SECONDS:-0}"
 out="$(mktemp -d)"
-trap 'podman rm -f -t 0 $(cat "$out"/started 2>/dev/null) >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
+UPSTREAM_LINKED=""
+trap 'podman rm -f -t 0 $(cat "$out"/started 2>/dev/null) >/dev/null 2>&1 || true; [ -z "$UPSTREAM_LINKED" ] || rm -f "$UPSTREAM_LINKED"; rm -rf "$out"' EXIT
+if [ "$RUNTIME" = upstream ]; then
+  [ -x "$UPSTREAM" ] || { echo "== no $UPSTREAM: no upstream scrun to measure"; exit 0; }
+  available=0
+  upstream_runtime "$out/upstream" || available=$?
+  case "$available" in 0) ;; 1) exit 0 ;; *) exit 1 ;; esac
+fi
 
 available_mb() { awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo; }
 # how many of this bench's containers podman lists in state $1
@@ -33,6 +42,10 @@ podman_count() { podman ps -a --filter "label=scrun-scale" --filter "status=$1" 
 
 scale() {
   local count="$1" i start end started=0 names=() pids=()
+  if [ "$RUNTIME" = upstream ] && [ "$count" -gt 16 ]; then
+    echo "== upstream scrun waits in create for the grant: N = 16, not $count"
+    count=16
+  fi
   : >"$out/started"
   echo "== N = $count ($RUNTIME; $(srun --version); $(podman --version); $(nproc) cores," \
     "$(available_mb) MB available)"

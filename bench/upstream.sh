@@ -17,7 +17,6 @@
 # slurm.conf when there is none (the Debian 13 root), and refuses to replace another one.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"  # the cluster's environment, without the harness's SCRUN_*
-UPSTREAM="${UPSTREAM_SCRUN:-/usr/bin/scrun}"
 LIMIT="${BENCH_TIMEOUT:-5}"
 IMAGE=localhost/busybox
 if [ ! -x "$UPSTREAM" ]; then
@@ -34,36 +33,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# upstream's own config dir: the cluster's configs (it reads oci.conf too) and the same
-# scrun.lua as ours (docs/scrun-lua/shared-scratch.lua): the nodes are other hosts, so both
-# stage every container through the shared dir. That script parses config.json with
-# slurm.from_json/to_json, which upstream's Lua has only since 26.05; 26.05.5's to_json fails
-# on arrays, so upstream's copy starts with bench/upstream-to-json.lua, a to_json in Lua where
-# Slurm's fails. Without it, upstream's stage-in fails and its anchor never exits (every run
-# hangs).
-slurm_release="$(srun --version | awk '{print $2}')"
-if [ "$(printf '%s\n' 26.05 "$slurm_release" | sort -V | head -1)" != 26.05 ]; then
-  echo "== upstream scrun $slurm_release has no slurm.from_json/to_json (26.05 added them), which"
-  echo "   the cluster's staging scrun.lua needs: no comparison with upstream on this cluster"
-  exit 0
-fi
-mkdir -p "$B/etc" "$B/root"
-cp "$(dirname "$SLURM_CONF")"/*.conf "$B/etc/"
-cat "$(dirname "$0")/upstream-to-json.lua" "$(dirname "$SLURM_CONF")/scrun.lua" >"$B/etc/scrun.lua"
-if [ ! -e /etc/slurm/slurm.conf ]; then
-  mkdir -p /etc/slurm
-  ln -s "$SLURM_CONF" /etc/slurm/slurm.conf
-  linked=/etc/slurm/slurm.conf
-elif [ "$(readlink -f /etc/slurm/slurm.conf)" != "$(readlink -f "$SLURM_CONF")" ]; then
-  echo "/etc/slurm/slurm.conf is another cluster's: upstream scrun's srun would use it" >&2
-  exit 1
-fi
-
-# As root, upstream scrun refuses to guess its state dir: --root.
-cat >"$B/upstream-scrun" <<EOF
-#!/bin/sh
-exec env SLURM_CONF=$B/etc/slurm.conf $UPSTREAM --root=$B/root "\$@"
-EOF
+available=0
+upstream_runtime "$B" || available=$?
+linked="$UPSTREAM_LINKED"
+case "$available" in 0) ;; 1) exit 0 ;; *) exit 1 ;; esac
 cat >"$B/reap" <<'EOF'
 #!/bin/sh
 # after each run: the bench's containers go; first, a stuck upstream anchor of one of them
@@ -80,11 +53,7 @@ done
 timeout -k 1 20 podman rm -f -t 0 $ids >/dev/null 2>&1
 exit 0
 EOF
-chmod 755 "$B/upstream-scrun" "$B/reap"
-# podman: the cluster's containers.conf plus the runtime "upstream"
-sed -e "s|^\\[engine.runtimes\\]|&\\nupstream = [\"$B/upstream-scrun\"]|" \
-  -e 's|"scrun"\]|"scrun", "upstream"]|g' "$CONTAINERS_CONF" >"$B/containers.conf"
-export CONTAINERS_CONF="$B/containers.conf"
+chmod 755 "$B/reap"
 
 echo "== $(srun --version), $(podman --version), $(crun --version | head -1), upstream $UPSTREAM"
 commands=()
