@@ -176,7 +176,7 @@ PY
 
   start="$(date +%s.%N)"
   local removed=0
-  podman rm -f -t "$STOP_SECONDS" "${names[@]}" >/dev/null 2>"$out/rm.err" || removed=$?
+  timeout -k 5 600 podman rm -f -t "$STOP_SECONDS" "${names[@]}" >/dev/null 2>"$out/rm.err" || removed=$?
   end="$(date +%s.%N)"
   awk -v n="$started" -v s="$start" -v e="$end" \
     -v t="$STOP_SECONDS" 'BEGIN {printf "5. podman rm -f -t %s of all %d: %.1f s\n", t, n, e - s}'
