@@ -166,7 +166,7 @@ def test_a_scatter_of_a_hundred_runs_from_home_and_the_shared_scratch(
     """More steps than the cluster runs at once: most of the hundred jobs wait in the queue
     (their anchors share one reading of it). The work directory is in the user's home,
     cwltool's temporary and output directories in the shared scratch, and each step's
-    container id is kept (`--cidfile-dir`)."""
+    container id is written where cwltool asks (`--cidfile-dir`; podman 4 keeps the files)."""
     person, _ = pick_users(cluster.exports, cluster.slurm_conf)
     work = workflow(person, MANY_STEPS, person.home)
     scratch = Path(cluster.exports["SCRUN_SHARED_DIR"]) / f"cwl-{work.name}"
@@ -184,8 +184,12 @@ def test_a_scatter_of_a_hundred_runs_from_home_and_the_shared_scratch(
         assert done.returncode == 0, done.stderr[-3000:]
         assert (work / "out" / "all.txt").read_text() == gathered(MANY_STEPS, person.uid)
         ids = {path.read_text().strip() for path in (scratch / "cids").iterdir()}
-        assert len(ids) == MANY_STEPS + 1, ids  # a container of its own for each step
-        assert all(len(cid) == 64 and int(cid, 16) >= 0 for cid in ids), ids
+        version = person.podman("version", "--format", "{{.Client.Version}}").stdout.strip()
+        if int(version.split(".")[0]) >= 5:  # podman 5 removes it with the container (--rm)
+            assert not ids, ids
+        else:
+            assert len(ids) == MANY_STEPS + 1, ids  # a container of its own for each step
+            assert all(len(cid) == 64 and int(cid, 16) >= 0 for cid in ids), ids
         assert_users_clean(person, timeout=60)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
