@@ -148,7 +148,8 @@ groups = {"running": [], "queued": []}
 for anchor in map(int, sys.argv[1:]):
     procs = []
     for pid in tree(anchor):
-        name = read(f"/proc/{pid}/comm").strip()
+        # (upstream's anchor is "scrun:<id>")
+        name = read(f"/proc/{pid}/comm").strip().split(":")[0]
         procs.append((name, kb(read(f"/proc/{pid}/status"), "VmRSS"),
                       kb(read(f"/proc/{pid}/smaps_rollup"), "Pss")))
     kind = "queued" if any(name == "salloc" for name, _, _ in procs) and not any(
@@ -182,7 +183,7 @@ PY
     -v t="$STOP_SECONDS" 'BEGIN {printf "5. podman rm -f -t %s of all %d: %.1f s\n", t, n, e - s}'
   if [ "$removed" != 0 ]; then
     echo "   podman rm failed (exit $removed), $(grep -c . "$out/rm.err") lines:"
-    sed 's/^/     /' "$out/rm.err" | head -5
+    { grep -i error "$out/rm.err" || cat "$out/rm.err"; } | sed 's/^/     /' | head -5
     podman rm -f -t 0 "${names[@]}" >/dev/null 2>&1 || true
   fi
   : >"$out/started"
