@@ -16,17 +16,19 @@ The numbers are the GPUs' indexes on the node (the order of gres.conf's File=), 
 
 A spec is CDI's JSON, or YAML when PyYAML can be imported (the scrun distribution depends on
 it; a node with only the standard library reads JSON: `nvidia-ctk cdi generate --format=json`).
-Only the standard library is imported here otherwise: the module runs on compute nodes.
+Only the standard library is imported here otherwise: the module runs on compute nodes,
+on every container step's way (json and re only where used: a step without GPUs needs
+neither).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import stat
-from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # CDI's spec directories, lowest priority first (a later one's device of the same name wins)
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
@@ -45,19 +47,23 @@ class CdiError(Exception):
     """One line for the step's stderr: what is wrong, on which node, in which file."""
 
 
-@dataclass
 class Spec:
-    """The devices of one kind from the node's spec files, and the edits every GPU brings."""
+    """The devices of one kind from the node's spec files, and the edits every GPU brings.
+    (A plain class: dataclasses' import costs each container step 10 ms.)"""
 
-    kind: str
-    # device name -> (its containerEdits, the file it came from)
-    devices: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
-    # (the spec-wide containerEdits, its file), one per file of this kind
-    common: list[tuple[dict[str, Any], str]] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
+    def __init__(self, kind: str, dirs: tuple[str, ...]) -> None:
+        self.kind = kind
+        self.dirs = dirs  # where it was looked for
+        # device name -> (its containerEdits, the file it came from)
+        self.devices: dict[str, tuple[dict[str, Any], str]] = {}
+        # (the spec-wide containerEdits, its file), one per file of this kind
+        self.common: list[tuple[dict[str, Any], str]] = []
+        self.files: list[str] = []
 
 
 def _parse(path: str, text: str) -> Any:
+    import json
+
     if path.endswith(".json"):
         return json.loads(text)
     try:
@@ -73,7 +79,7 @@ def _parse(path: str, text: str) -> Any:
 def load_spec(node: str, kind: str, dirs: tuple[str, ...] = DEFAULT_SPEC_DIRS) -> Spec:
     """Every spec of `kind` in `dirs` (*.json, *.yaml, *.yml), merged by CDI's priority.
     Raises CdiError naming the node and the file for an unreadable or malformed one."""
-    spec = Spec(kind)
+    spec = Spec(kind, dirs)
     for directory in dirs:
         try:
             names = sorted(os.listdir(directory))
@@ -141,6 +147,8 @@ def step_gpus(env: list[str]) -> list[int] | None:
 
 def _expand_hostlist(expression: str) -> list[str]:
     """Slurm's host list ("n1", "n[1-3,5]", "a1,b[2-3]") as names."""
+    import re
+
     names: list[str] = []
     for match in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?(?:,|$)", expression):
         prefix, ranges = match.group(1), match.group(2)
@@ -158,6 +166,8 @@ def _expand_hostlist(expression: str) -> list[str]:
 def job_gpus_on_node(job_record: str, node: str) -> list[int]:
     """The node's GPU indexes from `scontrol show job -d`'s per-node lines
     (`Nodes=n[1-2] CPU_IDs=0 Mem=512 GRES=gpu:1(IDX:0)`; a typed gres `gpu:a100:2(IDX:0-1)`)."""
+    import re
+
     gpus: list[int] = []
     for line in job_record.splitlines():
         nodes = re.search(r"\bNodes=(\S+)", line)
@@ -187,7 +197,7 @@ def apply(config: dict[str, Any], spec: Spec, gpus: list[int], node: str) -> Non
     be applied."""
     if not spec.files:
         raise CdiError(
-            f"node {node}: no CDI spec of kind {spec.kind} in the node's CDI directories "
+            f"node {node}: no CDI spec of kind {spec.kind} in {', '.join(spec.dirs)} "
             f"for the step's GPUs {','.join(map(str, gpus))}"
         )
     edits: list[tuple[dict[str, Any], str]] = []
@@ -260,28 +270,17 @@ def _add_device(config: dict[str, Any], device: dict[str, Any], path: str, node:
         raise CdiError(f"node {node}: {path}: {host_path} is not a device node")
     major = device.get("major", os.major(st.st_rdev))
     minor = device.get("minor", os.minor(st.st_rdev))
+    # A bind mount of the node's device node, not a linux.devices entry: crun in a user
+    # namespace (rootless, as Slurm's oci.conf runs it) makes those by bind mounts of the
+    # same path anyway, and crun 1.8 run by a user other than root fails on them
+    # ("unshare `CLONE_NEWNS`: Operation not permitted"). The cgroup rule still goes in.
+    _add_mount(
+        config,
+        {"hostPath": host_path, "containerPath": container_path, "options": ["bind", "nosuid"]},
+        path,
+        node,
+    )
     linux = config.setdefault("linux", {})
-    if host_path != container_path:
-        # a runtime without the right to make device nodes (rootless crun) binds the host's
-        # file of the same path: bind the one the spec names instead
-        _add_mount(
-            config,
-            {"hostPath": host_path, "containerPath": container_path, "options": ["bind"]},
-            path,
-            node,
-        )
-    elif not any(d.get("path") == container_path for d in linux.get("devices") or []):
-        oci_device: dict[str, Any] = {
-            "path": container_path,
-            "type": device.get("type", kind),
-            "major": major,
-            "minor": minor,
-            "fileMode": device.get("fileMode", stat.S_IMODE(st.st_mode)),
-        }
-        for key in ("uid", "gid"):
-            if key in device:
-                oci_device[key] = device[key]
-        linux.setdefault("devices", []).append(oci_device)
     rule = {
         "allow": True,
         "type": device.get("type", kind),

@@ -16,9 +16,7 @@ scrun's, but every container step of the node passes through it: argparse is not
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import sys
 from collections.abc import Sequence
 
@@ -82,12 +80,20 @@ def job_gpus(job: str, node: str) -> list[int]:
 
 def resolve(options: Options) -> list[str]:
     """The runtime's command line: the same, or with --config naming the edited config."""
-    node = options.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    node = options.node or os.environ.get("SLURMD_NODENAME") or os.uname().nodename
     path = os.path.join(options.bundle, "config.json")
     try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (OSError, ValueError) as exc:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError as exc:
+        raise cdi.CdiError(f"node {node}: {path}: {exc.strerror}") from None
+    if not options.job and not any(f'"{n}='.encode() in text for n in cdi.STEP_GPU_VARIABLES):
+        return options.runtime  # no GPUs in the step's environment: not even json is needed
+    import json
+
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
         raise cdi.CdiError(f"node {node}: {path}: {exc}") from None
     env = (config.get("process") or {}).get("env") or []
     gpus = cdi.step_gpus(env)
