@@ -286,3 +286,37 @@ def test_a_failing_hook_fails_the_container(
     )
     line = one_error_line(done)
     assert "error executing hook `/run/nvidia-driver/bin/nvidia-cdi-hook` (exit code: 3)" in line
+
+
+# ----------------------------------------------------------------------------- engines' GPU options
+
+
+@pytest.mark.parametrize(
+    "options", [["--device", "nvidia.com/gpu=0"], ["--gpus", "1"]], ids=["cdi-name", "gpus"]
+)
+def test_podmans_own_gpu_options_are_refused_before_scrun(
+    podman: Podman, no_leftovers: Callable[..., None], options: list[str]
+) -> None:
+    """podman resolves CDI names on the login host (podman 5 turns --gpus into
+    nvidia.com/gpu=N too), which has no GPU and no spec: it refuses before calling scrun, so
+    no job is made; SCRUN_GPUS is the way (docs/site-guide.md, GPUs). podman 4.3 takes
+    --gpus and drops it: the container runs with no GPU."""
+    done = podman_run(podman, *options, IMAGE, "sh", "-c", REPORT)
+    if done.returncode == 0:
+        assert options == ["--gpus", "1"], done
+        assert_none(report(done.stdout))
+    else:
+        assert "unresolvable CDI devices nvidia.com/gpu=" in done.stderr, done
+
+
+@pytest.mark.parametrize(
+    "options", [["--device", "nvidia.com/gpu=0"], ["--gpus", "1"]], ids=["cdi-name", "gpus"]
+)
+def test_dockers_own_gpu_options_are_refused_before_scrun(
+    docker: Docker, no_leftovers: Callable[..., None], options: list[str]
+) -> None:
+    """dockerd refuses both on the login host: --gpus needs a device driver there (the
+    NVIDIA container toolkit), a CDI name a spec (docker 20.10 takes it for a path)."""
+    done = docker("run", "--rm", "--runtime", "scrun", *options, IMAGE, "true", timeout=120)
+    assert done.returncode == 125, done
+    assert re.search(r"could not select device driver|CDI|not an absolute path", done.stderr), done
