@@ -98,9 +98,9 @@ def load_spec(node: str, kind: str, dirs: tuple[str, ...] = DEFAULT_SPEC_DIRS) -
                 raise CdiError(f"node {node}: {path}: {exc.strerror}") from None
             try:
                 document = _parse(path, text)
-            except (ValueError, CdiError) as exc:
-                raise CdiError(f"node {node}: {path}: not a CDI spec: {exc}") from None
-            except Exception as exc:  # PyYAML's own errors
+            except CdiError as exc:
+                raise CdiError(f"node {node}: {exc}") from None
+            except Exception as exc:  # json's ValueError, PyYAML's YAMLError
                 raise CdiError(f"node {node}: {path}: not a CDI spec: {exc}") from None
             if not isinstance(document, dict) or document.get("kind") != kind:
                 continue
@@ -229,7 +229,9 @@ def _apply_edits(config: dict[str, Any], edits: dict[str, Any], path: str, node:
         if name not in _HOOK_NAMES or not isinstance(hook.get("path"), str):
             raise CdiError(f"node {node}: {path}: a hook without a valid hookName and path")
         oci_hook = {k: hook[k] for k in ("path", "args", "env", "timeout") if k in hook}
-        config.setdefault("hooks", {}).setdefault(name, []).append(oci_hook)
+        hooks = config.setdefault("hooks", {}).setdefault(name, [])
+        if oci_hook not in hooks:  # two specs of the kind (a .yaml and a .json) name it twice
+            hooks.append(oci_hook)
     for gid in edits.get("additionalGids") or []:
         user = process.setdefault("user", {"uid": 0, "gid": 0})
         extra = user.setdefault("additionalGids", [])

@@ -212,3 +212,16 @@ def test_usage_problems_are_one_line(capsys: pytest.CaptureFixture[str]) -> None
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2
     assert all(line.startswith("scrun-cdi-run: error: ") for line in lines)
+
+
+def test_a_yaml_spec_is_read_with_pyyaml(tmp_path: Path) -> None:
+    """nvidia-ctk's default output; PyYAML is a dependency of the scrun distribution."""
+    (tmp_path / "nvidia.yaml").write_text(
+        "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
+        "- name: '0'\n  containerEdits:\n    deviceNodes:\n    - path: /dev/null\n"
+        "containerEdits:\n  env:\n  - FROM_YAML=1\n"
+    )
+    config = base_config()
+    cdi.apply(config, cdi.load_spec("n1", cdi.DEFAULT_KIND, (str(tmp_path),)), [0], "n1")
+    assert "FROM_YAML=1" in config["process"]["env"]
+    assert [m["destination"] for m in config["mounts"]] == [DEVICE]
