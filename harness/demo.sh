@@ -17,7 +17,7 @@ podman --runtime scrun run --rm localhost/busybox \
   sh -c 'echo "job $SLURM_JOB_ID, step $SLURM_STEP_ID"; exit 3' 2>/dev/null || rc=$?
 echo "exit code $rc"
 
-say "podman --runtime scrun run --rm -e SCRUN_GPUS=1 localhost/busybox sh -c 'ls /dev/nvidia*; echo CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES'   # a GPU (the cluster's are fake: see harness/README.md)"
+say "podman --runtime scrun run --rm -e SCRUN_GPUS=1 localhost/busybox sh -c 'ls /dev/nvidia*; echo \"CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES on \$FAKE_GPU_NODE\"'   # its GPU (fake ones: harness/README.md)"
 podman --runtime scrun run --rm -e SCRUN_GPUS=1 localhost/busybox \
   sh -c 'ls /dev/nvidia*; echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES on $FAKE_GPU_NODE"' || true
 
