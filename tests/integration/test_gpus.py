@@ -39,6 +39,7 @@ for d in /dev/nvidia*; do echo "open $d=$(cat "$d" 2>&1 | sed 's/.*: //')"; done
 echo "mark=$(cat /dev/.cdi-hook-mark 2>&1)"
 echo "lib=$(ls /usr/local/nvidia/lib 2>&1 | tr '\n' ' ')"
 echo "cuda=$CUDA_VISIBLE_DEVICES"
+echo "ordinal=$GPU_DEVICE_ORDINAL"
 echo "step_gpus=$SLURM_STEP_GPUS"
 echo "nvidia_env=$NVIDIA_VISIBLE_DEVICES"
 """
@@ -61,7 +62,8 @@ def assert_given(seen: dict[str, str], count: int) -> list[int]:
     assert seen["devices"].split() == [*given, "nvidiactl"], seen
     for name in [*given, "nvidiactl"]:
         assert seen[f"open /dev/{name}"] == NO_SUCH_DEVICE, seen
-    assert seen["cuda"] == ",".join(str(i) for i in range(count)), seen
+    # numbered from 0 (ConstrainDevices), also in the vendor-neutral GPU_DEVICE_ORDINAL
+    assert seen["cuda"] == seen["ordinal"] == ",".join(str(i) for i in range(count)), seen
     assert seen["mark"] == node, seen
     assert seen["lib"].split() == ["libcuda.so.1"], seen
     assert seen["nvidia_env"] == "void", seen
@@ -137,7 +139,10 @@ def test_a_container_without_a_request_sees_none(
 
 
 @pytest.mark.parametrize("which", [0, 1], ids=["scruntest", "scruntest2"])
-@pytest.mark.parametrize(("variable", "count"), [("SCRUN_GPUS=1", 1), ("SCRUN_GRES=gpu:2", 2)])
+@pytest.mark.parametrize(
+    ("variable", "count"),
+    [("SCRUN_GPUS=1", 1), ("SCRUN_GRES=gpu:2", 2), ("SCRUN_GPUS_PER_NODE=1", 1)],
+)
 def test_rootless_podman_container_sees_its_gpus(
     users: tuple[User, User],
     no_leftovers: Callable[..., None],
