@@ -59,7 +59,7 @@ def parse(argv: Sequence[str]) -> Options:
         if name == "--cdi-dir":
             options.spec_dirs.append(value)
         else:
-            setattr(options, {"--bundle": "bundle"}.get(name, name[2:]), value)
+            setattr(options, name[2:], value)  # bundle, kind, job, node
     if not options.bundle or "run" not in options.runtime:
         raise cdi.CdiError(USAGE)
     return options
