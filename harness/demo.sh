@@ -17,6 +17,10 @@ podman --runtime scrun run --rm localhost/busybox \
   sh -c 'echo "job $SLURM_JOB_ID, step $SLURM_STEP_ID"; exit 3' 2>/dev/null || rc=$?
 echo "exit code $rc"
 
+say "podman --runtime scrun run --rm -e SCRUN_GPUS=1 localhost/busybox sh -c 'ls /dev/nvidia*; echo \"CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES on \$FAKE_GPU_NODE\"'   # its GPU (fake ones: harness/README.md)"
+podman --runtime scrun run --rm -e SCRUN_GPUS=1 localhost/busybox \
+  sh -c 'ls /dev/nvidia*; echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES on $FAKE_GPU_NODE"' || true
+
 say "podman --runtime scrun run -d --name scrun-demo -e SCRUN_PARTITION=second -e SCRUN_JOB_NAME=demo localhost/busybox sh -c 'trap \"exit 0\" TERM; sleep 30 & wait'"
 podman rm -f scrun-demo >/dev/null 2>&1 || true
 podman --runtime scrun run -d --name scrun-demo -e SCRUN_PARTITION=second -e SCRUN_JOB_NAME=demo \

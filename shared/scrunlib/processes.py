@@ -18,7 +18,8 @@ The entries, by what the caller does with the child:
   program, the child's pidfd tells when it has ended, waitpid reaps it. `pid_ends_within`
   is that pidfd wait for any process (`scrun delete` waits so for an anchor, conmon's
   child);
-- `fork`: `scrun create`'s anchor, a copy of this process running a function.
+- `fork`: `scrun create`'s anchor, a copy of this process running a function;
+- `replace`: this process becomes another program (exec), a node-side wrapper's hand-over.
 Each returns a Child (`run` excepted), with one idiom to wait for it, signal it and end it.
 No other module starts or waits for a process (lint_tree's children rule, `make lint`).
 Where subprocess is used it is imported in the function that needs it.
@@ -40,7 +41,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
     from collections.abc import Callable, Mapping, Sequence
-    from typing import Any
+    from typing import Any, NoReturn
 
 # After killing a timed-out child's group, how long to read what it wrote before giving up
 # (a grandchild that left the group may still hold the pipe).
@@ -192,6 +193,16 @@ def start(argv: Sequence[str], env: Mapping[str, str], **stdio: Any) -> Child:
 
     try:
         return Child(0, subprocess.Popen(list(argv), env=dict(env), **stdio))
+    except OSError as exc:
+        raise CannotRun(argv[0], exc) from exc
+
+
+def replace(argv: Sequence[str], env: Mapping[str, str]) -> NoReturn:
+    """Become `argv` (looked up on `env`'s PATH) with exactly `env`: a wrapper that hands over
+    to the program it wraps (scrun-cdi-run to crun), keeping its pid and open descriptors.
+    Raises CannotRun."""
+    try:
+        os.execvpe(argv[0], list(argv), dict(env))
     except OSError as exc:
         raise CannotRun(argv[0], exc) from exc
 

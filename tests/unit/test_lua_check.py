@@ -361,6 +361,10 @@ def test_scope_resolution_rules() -> None:
         ("local lpeg = require(name_from_somewhere)", ["W113", "W211"]),
         ("local c = {}\n  if c.p == nil then c.p = {} end\n  c.p.x = 1", []),
         ("local c = {}\n  if c.p then c.p.x = 1 end\n  c.p.y = 2", ["W806"]),
+        # the step's GPUs are the node's to know, at launch; the request is in the config
+        ("slurm.log_info('%s', job_env.CUDA_VISIBLE_DEVICES)", ["W807"]),
+        ("slurm.log_info('%s', job_env['SLURM_STEP_GPUS'])", ["W807"]),
+        ("slurm.log_info('%s', job_env.SLURM_JOB_ID)", []),
         ("local c = {}\n  slurm.log_info(tostring(c.p and c.p.x))", []),
         ("local c = {}\n  if not c.p then return 1 end\n  c.p.x = 1", []),
         ("local c = {}\n  if c.p == nil then c.q = 1 else c.p.x = 1 end", []),

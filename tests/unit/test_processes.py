@@ -196,3 +196,9 @@ def test_end_returns_at_once_for_a_child_that_ends_in_its_grace():
 def test_a_forked_function_exits_with_what_it_returns():
     child = processes.fork(lambda: 7)
     assert child.wait(10) == 7
+
+
+def test_replace_names_a_program_it_cannot_become() -> None:
+    """scrun-cdi-run's hand-over to crun: a missing program is CannotRun, in its wording."""
+    with pytest.raises(processes.CannotRun, match="cannot run /nonexistent/crun: "):
+        processes.replace(["/nonexistent/crun", "run"], {"PATH": "/usr/bin"})

@@ -42,6 +42,7 @@ CODES: dict[str, str] = {
     "W804": "set_root_path without a root.path update in the written config (heuristic)",
     "W805": "result of a helper that returns nil or false when it fails is ignored",
     "W806": "field indexed without the nil check the script makes elsewhere",
+    "W807": "a GPU field of the step read from job_env (set only on the node, at launch)",
     "E901": "required module cannot be loaded",
     "W902": "command run at the top level of the script",
     "E903": "os.exit called",

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from scrun_lua_check.analyses import Analyses, analyse_script
 from scrun_lua_check.checks.commands import check_command_results
 from scrun_lua_check.checks.failures import check_ignored_failures, check_nil_checks
+from scrun_lua_check.checks.gpus import check_gpu_fields
 from scrun_lua_check.checks.hooks import check_hooks
 from scrun_lua_check.checks.modules import check_requires
 from scrun_lua_check.checks.returns import check_chunk_return, check_hook_returns
@@ -35,6 +36,7 @@ FACT_CHECKS: tuple[Callable[[LintContext], None], ...] = (
     check_nil_checks,
     check_root_path,
     check_requires,
+    check_gpu_fields,
 )
 ANALYSIS_CHECKS: tuple[Callable[[LintContext, Analyses], None], ...] = (
     check_unused,

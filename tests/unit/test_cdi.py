@@ -1,0 +1,227 @@
+"""scrunlib.cdi and scrun-cdi-run: the step's GPUs found (config env, 22.05's job record) and
+the node's CDI spec applied to the config crun gets; every problem one line naming the node
+and the file; a step without GPUs handed over untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrun_cdi import main as cdi_run
+from scrunlib import cdi
+
+DEVICE = "/dev/null"  # a character device every test machine has
+
+
+def spec_file(directory: Path, name: str = "nvidia.json", **extra: Any) -> Path:
+    document = {
+        "cdiVersion": "0.5.0",
+        "kind": "nvidia.com/gpu",
+        "devices": [
+            {"name": "0", "containerEdits": {"deviceNodes": [{"path": DEVICE}]}},
+            {
+                "name": "1",
+                "containerEdits": {"deviceNodes": [{"path": "/dev/gpu1", "hostPath": DEVICE}]},
+            },
+        ],
+        "containerEdits": {
+            "env": ["NVIDIA_VISIBLE_DEVICES=void"],
+            "deviceNodes": [{"path": "/dev/zero"}],
+            "mounts": [{"hostPath": "/lib", "containerPath": "/drv", "options": ["ro", "bind"]}],
+            "hooks": [{"hookName": "createContainer", "path": "/bin/true", "args": ["true"]}],
+        },
+        **extra,
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(json.dumps(document))
+    return path
+
+
+def base_config() -> dict[str, Any]:
+    return {"process": {"env": ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all"]}, "mounts": []}
+
+
+def test_a_gpu_brings_its_device_and_the_common_edits(tmp_path: Path) -> None:
+    spec_file(tmp_path)
+    config = base_config()
+    cdi.apply(config, cdi.load_spec("n1", cdi.DEFAULT_KIND, (str(tmp_path),)), [0, 1], "n1")
+    null, zero = os.stat(DEVICE), os.stat("/dev/zero")
+    # device nodes are bind mounts of the node's (the host path, when the spec names one)
+    device = ["bind", "nosuid"]
+    assert [(m["destination"], m["source"], m["options"]) for m in config["mounts"]] == [
+        ("/dev/zero", "/dev/zero", device),
+        ("/drv", "/lib", ["ro", "bind"]),
+        (DEVICE, DEVICE, device),
+        ("/dev/gpu1", DEVICE, device),
+    ]
+    assert {m["type"] for m in config["mounts"]} == {"bind"}
+    assert "devices" not in config["linux"]
+    rules = config["linux"]["resources"]["devices"]
+    assert [(r["major"], r["minor"]) for r in rules] == [
+        (os.major(zero.st_rdev), os.minor(zero.st_rdev)),
+        (os.major(null.st_rdev), os.minor(null.st_rdev)),
+    ]
+    assert all(r["allow"] and r["type"] == "c" and r["access"] == "rwm" for r in rules)
+    assert config["process"]["env"] == ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=void"]
+    assert config["hooks"] == {"createContainer": [{"path": "/bin/true", "args": ["true"]}]}
+
+
+def test_a_later_directory_wins_and_other_kinds_are_ignored(tmp_path: Path) -> None:
+    spec_file(tmp_path / "etc")
+    spec_file(tmp_path / "run", devices=[{"name": "0", "containerEdits": {"env": ["X=run"]}}])
+    spec_file(tmp_path / "run", "amd.json", kind="amd.com/gpu", devices=[])
+    spec = cdi.load_spec("n1", cdi.DEFAULT_KIND, (str(tmp_path / "etc"), str(tmp_path / "run")))
+    config = base_config()
+    cdi.apply(config, spec, [0], "n1")
+    assert "X=run" in config["process"]["env"]
+    assert len(spec.files) == 2
+
+
+def no_spec(directory: Path) -> None:
+    pass
+
+
+def spec_without_the_device(directory: Path) -> None:
+    spec_file(directory)
+
+
+def malformed_spec(directory: Path) -> None:
+    directory.mkdir()
+    (directory / "nvidia.json").write_text("{")
+
+
+@pytest.mark.parametrize(
+    ("setup", "gpu", "words"),
+    [
+        (no_spec, 0, ["node n1:", "no CDI spec of kind nvidia.com/gpu in ", "GPUs 0"]),
+        (spec_without_the_device, 7, ["node n1:", "nvidia.json", "no device", "=7"]),
+        (malformed_spec, 0, ["node n1:", "nvidia.json", "not a CDI spec"]),
+    ],
+    ids=["missing", "no-device", "malformed"],
+)
+def test_problems_name_the_node_and_the_file(
+    tmp_path: Path, setup: Callable[[Path], None], gpu: int, words: list[str]
+) -> None:
+    directory = tmp_path / "cdi"
+    setup(directory)
+    with pytest.raises(cdi.CdiError) as raised:
+        spec = cdi.load_spec("n1", cdi.DEFAULT_KIND, (str(directory),))
+        cdi.apply(base_config(), spec, [gpu], "n1")
+    message = str(raised.value)
+    assert "\n" not in message
+    assert all(word in message for word in words), message
+
+
+def test_an_unreadable_spec_is_named(tmp_path: Path) -> None:
+    path = spec_file(tmp_path)
+    path.chmod(0)
+    if os.access(path, os.R_OK):
+        pytest.skip("root reads any file")
+    with pytest.raises(cdi.CdiError, match=f"node n1: {path}: Permission denied"):
+        cdi.load_spec("n1", cdi.DEFAULT_KIND, (str(tmp_path),))
+
+
+def test_an_edit_it_cannot_apply_is_refused(tmp_path: Path) -> None:
+    spec_file(tmp_path, containerEdits={"netDevices": [{"hostInterfaceName": "ib0"}]})
+    with pytest.raises(cdi.CdiError, match="containerEdits netDevices not supported"):
+        cdi.apply(base_config(), cdi.load_spec("n1", cdi.DEFAULT_KIND, (str(tmp_path),)), [0], "n1")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("0", [0]), ("0,1", [0, 1]), ("1-3,0", [1, 2, 3, 0]), ("2,2", [2])]
+)
+def test_index_lists(text: str, expected: list[int]) -> None:
+    assert cdi.parse_indexes(text) == expected
+
+
+def test_step_gpus_from_the_config_environment() -> None:
+    assert cdi.step_gpus(["A=1"]) is None
+    assert cdi.step_gpus(["SLURM_STEP_GPUS=1,0", "SLURM_JOB_GPUS=0,1,2"]) == [1, 0]
+    assert cdi.step_gpus(["SLURM_JOB_GPUS=3"]) == [3]
+
+
+JOB_RECORD = """JobId=5 JobName=scrun
+   NumNodes=3 NumCPUs=3
+     Nodes=n[1-2] CPU_IDs=0 Mem=512 GRES=gpu:1(IDX:1)
+     Nodes=n10 CPU_IDs=0-1 Mem=512 GRES=gpu:a100:2(IDX:0-1),mps:100(0/100,0/100)
+"""
+
+
+@pytest.mark.parametrize(("node", "expected"), [("n2", [1]), ("n10", [0, 1]), ("n3", [])])
+def test_the_nodes_gpus_from_the_job_record(node: str, expected: list[int]) -> None:
+    assert cdi.job_gpus_on_node(JOB_RECORD, node) == expected
+
+
+def test_the_environment_slurm_gives_a_constrained_task() -> None:
+    assert cdi.environment_for([1, 3]) == {
+        "SLURM_STEP_GPUS": "1,3",
+        "SLURM_GPUS_ON_NODE": "2",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "GPU_DEVICE_ORDINAL": "0,1",
+    }
+
+
+# ----------------------------------------------------------------------------- the wrapper
+
+
+def bundle(tmp_path: Path, env: list[str]) -> Path:
+    directory = tmp_path / "bundle"
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps({"process": {"env": env}}))
+    return directory
+
+
+RUNTIME = ["crun", "--root=/r", "run", "--bundle", "B", "name"]
+
+
+def test_a_step_without_gpus_gets_the_runtime_unchanged(tmp_path: Path) -> None:
+    options = cdi_run.parse(["--bundle", str(bundle(tmp_path, ["A=1"])), "--", *RUNTIME])
+    assert cdi_run.resolve(options) == RUNTIME
+
+
+def test_a_step_with_gpus_gets_its_config_from_memory(tmp_path: Path) -> None:
+    spec_file(tmp_path / "cdi")
+    directory = bundle(tmp_path, ["SLURM_STEP_GPUS=0", "CUDA_VISIBLE_DEVICES=0"])
+    argv = ["--bundle", str(directory), "--cdi-dir", str(tmp_path / "cdi"), "--", *RUNTIME]
+    runtime = cdi_run.resolve(cdi_run.parse(argv))
+    assert runtime[:3] == ["crun", "--root=/r", "run"]
+    assert runtime[4:] == RUNTIME[3:]
+    config_path = runtime[3].removeprefix("--config=")
+    assert config_path.startswith("/proc/self/fd/")
+    fd = int(config_path.rsplit("/", 1)[1])
+    try:
+        assert stat.S_ISREG(os.fstat(fd).st_mode)
+        config = json.loads(os.pread(fd, 1 << 20, 0))
+    finally:
+        os.close(fd)
+    assert DEVICE in [m["destination"] for m in config["mounts"]]
+    assert json.loads((directory / "config.json").read_text()) == {
+        "process": {"env": ["SLURM_STEP_GPUS=0", "CUDA_VISIBLE_DEVICES=0"]}
+    }
+
+
+def test_usage_problems_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cdi_run.main(["--bundle", "B", "--", "crun", "state", "x"]) == 1
+    assert cdi_run.main(["--frob"]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2
+    assert all(line.startswith("scrun-cdi-run: error: ") for line in lines)
+
+
+def test_a_yaml_spec_is_read_with_pyyaml(tmp_path: Path) -> None:
+    """nvidia-ctk's default output; PyYAML is a dependency of the scrun distribution."""
+    (tmp_path / "nvidia.yaml").write_text(
+        "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
+        "- name: '0'\n  containerEdits:\n    deviceNodes:\n    - path: /dev/null\n"
+        "containerEdits:\n  env:\n  - FROM_YAML=1\n"
+    )
+    config = base_config()
+    cdi.apply(config, cdi.load_spec("n1", cdi.DEFAULT_KIND, (str(tmp_path),)), [0], "n1")
+    assert "FROM_YAML=1" in config["process"]["env"]
+    assert [m["destination"] for m in config["mounts"]] == [DEVICE]
