@@ -103,3 +103,24 @@ def host_pid_of_pidfd(pidfd: int) -> int:
         if line.startswith("Pid:"):
             return max(int(line.split()[1]), 0)  # -1 once it has ended
     return 0
+
+
+def members(pid: int) -> list[int] | None:
+    """Our pids of the processes in the pid namespace of `pid` (an anchor's: it, its salloc
+    and srun); None when that namespace is ours (the anchor could not make one: listing it
+    would list the whole host) or `pid` has gone."""
+    try:
+        theirs = os.readlink(f"/proc/{pid}/ns/pid")
+        if theirs == os.readlink("/proc/self/ns/pid"):
+            return None
+    except OSError:
+        return None
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.readlink(f"/proc/{name}/ns/pid") == theirs:
+                    found.append(int(name))
+            except OSError:
+                continue  # gone meanwhile, or not ours to look at
+    return sorted(found)
