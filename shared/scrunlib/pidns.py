@@ -19,14 +19,16 @@ What being pid 1 changes, and where it is handled:
   which `scrun delete` may have to kill) is read through a pidfd's fdinfo in the host's
   /proc, kept open (`host_pid_of_pidfd`).
 - only the signals it has a handler for reach it (and SIGKILL, SIGSTOP from the host): the
-  anchor handles SIGTERM and SIGINT from its start, SIGHUP too once created.
+  anchor handles SIGTERM and SIGINT while it creates the container, and SIGHUP too once
+  created; one sent before (`scrun delete` at once) is lost, and delete kills it after its
+  delete_timeout.
 - when it dies, the kernel kills its salloc and srun: `scrun delete` then ends the step and
   the job through Slurm, as it does for an anchor killed with SIGKILL.
 - its namespace's orphans become its children; none of scrun's own commands leaves one
   running (a scrun.lua command that does is reaped when the anchor exits).
 
-Python 3.11 has no os.unshare and no Python has mount(2): both through ctypes, which
-costs about 2 ms (python -X importtime), imported only when the namespace is made.
+Python 3.11 has no os.unshare and no Python has mount(2): both through ctypes, imported
+only when the namespace is made (its cost: docs/engine-commands.md).
 """
 
 from __future__ import annotations
