@@ -28,7 +28,7 @@ What being pid 1 changes, and where it is handled:
   running (a scrun.lua command that does is reaped when the anchor exits).
 
 Python 3.11 has no os.unshare and no Python has mount(2): both through ctypes, imported
-only when the namespace is made (its cost: docs/engine-commands.md).
+only when the namespace is made (its cost: lint_tree/hotpath.py).
 """
 
 from __future__ import annotations
