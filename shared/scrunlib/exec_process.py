@@ -18,11 +18,16 @@ after the step starts.
 Without `exec_command`, one is derived from oci.conf's RunTimeQuery (`<runtime> state
 <name>` becomes `<runtime> exec %o <name>`): runc and crun take the same exec options.
 
-A process with a terminal gets the step's (`srun --pty`) as its stdio, never one of the
-runtime's own (no --tty in %o): `crun exec --tty` makes a second pty that never learns a
-new window size, so the process would keep the size it started with; on the step's pty
-slurmstepd applies every resize srun forwards. (Inside the container `tty` cannot name
-that terminal, whose device is the node's; isatty, stty and /dev/tty work.)
+A process with a terminal gets one of the container's own /dev/pts (so that `tty` names
+it): %o then also holds `--tty --console-socket "$SCRUN_CONSOLE_SOCKET"`, and the command
+runs under CONSOLE_RELAY, a small stdlib program of python3 on the node. It listens on
+that socket, takes the pty master the runtime sends, puts the step's own terminal (`srun
+--pty`, the node's pty) in raw mode and copies between the two, and passes each resize
+slurmstepd applies to the step's terminal (SIGWINCH) on to the container's: the runtime's
+own relay (`crun exec --tty` without a socket) passes none on. The runtime sizes the
+container's pty from its stdin, the step's terminal, before the process starts. A node
+without python3 gets the step's terminal itself, as fds 0-2 (isatty, stty and /dev/tty
+work; `tty` cannot name a device of the node's /dev/pts).
 """
 
 from __future__ import annotations
@@ -56,6 +61,91 @@ _NODE_ONLY_PATTERNS = {
 # container yet: wait for it (at most this many tenths of a second)
 READY_TENTHS = 100
 
+# The node's side of a terminal (see the module's docstring): python3 -c CONSOLE_RELAY
+# ARGV... runs ARGV with SCRUN_CONSOLE_SOCKET naming the socket it listens on, and exits
+# with ARGV's exit code; CONSOLE_OPTIONS go into %o, for the runtime.
+CONSOLE_OPTIONS = '--tty --console-socket "$SCRUN_CONSOLE_SOCKET"'
+CONSOLE_RELAY = """\
+import fcntl, os, select, signal, socket, sys, tempfile, termios, tty
+
+
+def finish(status):
+    code = os.waitstatus_to_exitcode(status)
+    sys.exit(code if code >= 0 else 128 - code)
+
+
+directory = tempfile.mkdtemp(prefix="scrun-console-")
+path = os.path.join(directory, "socket")
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(path)
+server.listen(1)
+server.settimeout(0.1)
+runtime = os.posix_spawn(sys.argv[1], sys.argv[1:], dict(os.environ, SCRUN_CONSOLE_SOCKET=path))
+master = -1
+try:
+    while master < 0:
+        try:
+            connection, _ = server.accept()
+        except socket.timeout:
+            ended, status = os.waitpid(runtime, os.WNOHANG)
+            if ended:  # it failed before it had a terminal to send
+                finish(status)
+            continue
+        with connection:
+            _, fds, _, _ = socket.recv_fds(connection, 1, 1)
+        master = fds[0] if fds else -1
+finally:
+    server.close()
+    os.unlink(path)
+    os.rmdir(directory)
+# the container's terminal does the line discipline; the step's passes bytes through
+saved = termios.tcgetattr(0) if os.isatty(0) else None
+if saved:
+    tty.setraw(0)
+
+
+def resize(*_):
+    try:
+        size = fcntl.ioctl(0, termios.TIOCGWINSZ, b"\\0" * 8)
+        fcntl.ioctl(master, termios.TIOCSWINSZ, size)
+    except OSError:
+        pass  # stdin is no terminal
+
+
+signal.signal(signal.SIGWINCH, resize)  # slurmstepd resized the step's terminal
+resize()
+
+
+def write_all(fd, data):
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+inputs = [0, master]
+try:
+    while master in inputs:
+        readable, _, _ = select.select(inputs, [], [])
+        if master in readable:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the process and the runtime closed the terminal
+                data = b""
+            if data:
+                write_all(1, data)
+            else:
+                inputs.remove(master)
+        if 0 in readable and 0 in inputs:
+            data = os.read(0, 65536)
+            if data:
+                write_all(master, data)
+            else:
+                inputs.remove(0)
+finally:
+    if saved:
+        termios.tcsetattr(0, termios.TCSADRAIN, saved)
+finish(os.waitpid(runtime, 0)[1])
+"""
+
 
 class ExecProcess:
     """What runs: args, env, cwd, user and whether it wants a terminal (an OCI `process`)."""
@@ -75,8 +165,8 @@ class ExecProcess:
         self.user, self.terminal = user, terminal
 
     def runtime_options(self) -> list[str]:
-        """The options runc and crun `exec` both take for this process (a terminal is the
-        step's: see the module docstring)."""
+        """The options runc and crun `exec` both take for this process, but the terminal's
+        (see the module docstring)."""
         options = []
         if self.cwd:
             options += ["--cwd", self.cwd]
@@ -144,28 +234,39 @@ def template_from_oci_conf(text: str) -> str | None:
 
 def node_command(template: str, process: ExecProcess, values: Mapping[str, str]) -> str:
     """The shell command for the node: `template` expanded, the process's args appended.
-    `values`: the text for each pattern letter but `o` (node, user, ids, working directory)."""
+    `values`: the text for each pattern letter but `o` (node, user, ids, working directory).
+    With a terminal, the command runs under CONSOLE_RELAY where the node has python3."""
 
-    def expand(match: re.Match[str]) -> str:
-        letter = match.group(1)
-        if letter == "%":
-            return "%"
-        if letter == "o":
-            return shlex.join(process.runtime_options())
-        if letter in _NODE_ONLY_PATTERNS and letter not in values:
-            raise ScrunError(
-                f"exec_command: %{letter} is {_NODE_ONLY_PATTERNS[letter]}, which only "
-                f"slurmstepd knows: not usable for exec ({template!r})"
-            )
-        if letter not in values:
-            raise ScrunError(f"exec_command: unknown pattern %{letter} in {template!r}")
-        return shlex.quote(values[letter])
+    def expanded(text: str, console: str = "") -> str:
+        def expand(match: re.Match[str]) -> str:
+            letter = match.group(1)
+            if letter == "%":
+                return "%"
+            if letter == "o":
+                return " ".join(filter(None, [shlex.join(process.runtime_options()), console]))
+            if letter in _NODE_ONLY_PATTERNS and letter not in values:
+                raise ScrunError(
+                    f"exec_command: %{letter} is {_NODE_ONLY_PATTERNS[letter]}, which only "
+                    f"slurmstepd knows: not usable for exec ({template!r})"
+                )
+            if letter not in values:
+                raise ScrunError(f"exec_command: unknown pattern %{letter} in {template!r}")
+            return shlex.quote(values[letter])
 
-    command = f"{_PATTERN.sub(expand, template)} {shlex.join(process.args)}"
+        return _PATTERN.sub(expand, text)
+
+    command = f"{expanded(template)} {shlex.join(process.args)}"
+    if process.terminal:
+        relayed = f"{expanded(template, CONSOLE_OPTIONS)} {shlex.join(process.args)}"
+        command = (
+            f"if command -v python3 >/dev/null 2>&1; then exec python3 -c "
+            f"{shlex.quote(CONSOLE_RELAY)} /bin/sh -c {shlex.quote(relayed)}; "
+            f"else {command}; fi"
+        )
     call = _EXEC_CALL.match(template)
     if call is None:
         return command
-    state = _PATTERN.sub(expand, f"{call.group('runtime')} state {call.group('name')}")
+    state = expanded(f"{call.group('runtime')} state {call.group('name')}")
     return (
         f"i=0; until {state} >/dev/null 2>&1 || [ $i -ge {READY_TENTHS} ]; "
         f"do i=$((i+1)); sleep 0.1; done; {command}"

@@ -15,6 +15,7 @@ import time
 from scrunlib.bundle import Bundle
 from scrunlib.errors import SlurmError
 from scrunlib.job_options import ANNOTATION_PREFIX
+from scrunlib.pidns import own_pid
 from scrunlib.slurm_version import SlurmVersion, supports_container_id
 from scrunlib.spool import Spool
 from scrunlib.userns import real_ids
@@ -78,7 +79,7 @@ def output_variables(
     exported empty, except those upstream leaves out (pid 0, unknown or nobody user/group,
     no --log; the log format only with a log file). Annotations whose key or value cannot
     be part of an environment variable are skipped."""
-    anchor_pid = os.getpid() if anchor_pid is None else anchor_pid
+    anchor_pid = own_pid() if anchor_pid is None else anchor_pid
     real_uid, real_gid = real_ids()
     uid = real_uid if uid is None else uid
     gid = real_gid if gid is None else gid

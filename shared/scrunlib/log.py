@@ -20,6 +20,7 @@ import sys
 import time
 
 from scrunlib.errors import InvalidInput, reason
+from scrunlib.pidns import own_pid
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ def format_line(style: str, level: int, message: str, moment: float) -> str:
 
         entry = {"level": _RUNC_LEVEL.get(level, "debug"), "msg": message, "time": stamp}
         return leanjson.dumps(entry) + "\n"
-    return f"{stamp} {_settings.program}[{os.getpid()}]: {name}: {message}\n"
+    return f"{stamp} {_settings.program}[{own_pid()}]: {name}: {message}\n"
 
 
 def _make_outputs() -> list[Output]:

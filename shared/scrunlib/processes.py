@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 from _thread import allocate_lock  # the interpreter holds it from its start; threading does not
 
+from scrunlib import pidns
 from scrunlib.errors import reason
 from scrunlib.signals import SIGKILL, SIGPIPE, SIGXFSZ
 
@@ -232,6 +233,20 @@ class Child:
         # closed once it is reaped (returncode set)
         self._pidfd = os.pidfd_open(pid) if popen is None else -1
 
+    def host_pid(self) -> int:
+        """Its pid as the host sees it (ours differs in a pid namespace of our own,
+        scrunlib.pidns); 0 once it has ended."""
+        if not pidns.in_own_namespace():
+            return self.pid
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except ProcessLookupError:
+            return 0
+        try:
+            return pidns.host_pid_of_pidfd(pidfd)
+        finally:
+            os.close(pidfd)
+
     def poll(self) -> int | None:
         """Its exit code once it has ended, else None (without waiting)."""
         return self.wait(timeout=0)
@@ -327,13 +342,22 @@ def pid_ends_within(pid: int, timeout: float, still_same: Callable[[], bool]) ->
         os.close(pidfd)
 
 
-def fork(body: Callable[[], int]) -> Child:
+def fork(body: Callable[[], int], *, own_pid_namespace: bool = False) -> Child:
     """Run `body` in a forked copy of this process, which then exits with what it returned
     (127, its traceback on its stderr, should it raise): it never returns into the caller's
     code. The copy has our imports and our stdio: no second interpreter start (`scrun
-    create`'s anchor)."""
+    create`'s anchor). `own_pid_namespace`: the copy is pid 1 of a new pid namespace, with
+    a /proc of its own, where we may make one (scrunlib.pidns); we then fork no more."""
+    new_namespace = own_pid_namespace and pidns.new_for_children()
     pid = os.fork()
     if pid == 0:
+        if new_namespace:
+            try:
+                pidns.enter_own_proc()
+            except OSError as exc:  # its /proc would not be its namespace's: not go on
+                os.write(2, f"scrun: error: cannot mount /proc in a new pid namespace: "
+                            f"{reason(exc)}\n".encode())  # fmt: skip
+                os._exit(1)
         code = 127
         try:
             code = body()

@@ -235,3 +235,26 @@ def is_this_checkouts_anchor(argv: list[str]) -> bool:
         return False
     program = [os.path.basename(arg) for arg in argv[:2]]
     return "scrun-anchor" in program or ("scrun" in program and "create" in argv)
+
+
+def assert_lists_the_anchors_namespace(
+    rows: list[list[str]], output: str, *, pids_of_this_host: bool = False
+) -> None:
+    """`rows` (pid, ppid, args), what `podman top` or `docker top` listed for a running
+    container: the anchor, its salloc and its srun, a tree under the anchor, and nothing of
+    the host's (its pid 1, kthreadd). `pids_of_this_host`: docker lists the host's pids, so
+    the tree's root has a parent outside it; podman lists the namespace's, where the
+    anchor is pid 1."""
+    assert all(len(row) == 3 for row in rows), output
+    pids = {row[0] for row in rows}
+    commands = [row[2] for row in rows]
+    assert any("scrun" in command for command in commands), output
+    assert any(command.startswith("/usr/bin/salloc ") for command in commands), output
+    assert any(command.startswith("/usr/bin/srun ") for command in commands), output
+    assert not any("kthreadd" in command for command in commands), output
+    roots = [row for row in rows if row[1] not in pids]
+    assert len(roots) == 1 and "scrun" in roots[0][2], output
+    if pids_of_this_host:
+        assert "1" not in pids, output
+    else:
+        assert roots[0][:2] == ["1", "0"], output

@@ -1,6 +1,7 @@
 """The engine commands beyond run/exec/stop that reach the runtime (docs/engine-commands.md):
 `pause`/`unpause` (scrun pause/resume: the container's steps frozen on their nodes),
-`top` (scrun ps: the processes on the nodes, never this host's), `update` (a time limit,
+`top` (the anchor's pid namespace on this host, never the host's; scrun ps: the processes
+on the nodes), `update` (a time limit,
 nothing else), `commit` of a running container, `checkpoint` refused, `run -it` and docker's
 `exec -it` (podman's is in test_exec.py), for root podman, docker and rootless podman."""
 
@@ -19,7 +20,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 import users
-from helpers import SCRUN_PODMAN, assert_terminal_session, wait_for
+from helpers import (
+    SCRUN_PODMAN,
+    assert_lists_the_anchors_namespace,
+    assert_terminal_session,
+    wait_for,
+)
 
 if TYPE_CHECKING:
     from conftest import Cluster, Docker, Podman
@@ -150,27 +156,40 @@ def test_scrun_ps_lists_the_processes_on_every_node(
     assert sum(row.endswith("sleep 300") for row in rows) == 2, listed.stdout
     assert not any("scrun-anchor" in row or "scrun create" in row for row in rows)
     assert state["jobId"]
-    # docker's `top` asks for pids of this host: refused, naming the nodes
+    # docker's `top` asks for pids of this host: those of the anchor's pid namespace
     as_json = scrun(cluster, "ps", "--format", "json", cid)
-    assert as_json.returncode == 1 and as_json.stdout == ""
-    assert re.search(
-        r"run on n\[1-2\] \(Slurm job \d+\), not on this host", one_line(as_json.stderr)
-    )
+    assert as_json.returncode == 0, as_json.stderr
+    pids = json.loads(as_json.stdout)
+    assert state["pid"] in pids and 1 not in pids, pids
+
+
+def test_podman_top_lists_the_anchor_with_its_salloc_and_srun(
+    podman: Podman, podman_container: Callable[..., tuple[str, str]]
+) -> None:
+    """psgo's descriptors: the /proc of the anchor's mount namespace, its pid namespace's."""
+    name, _ = podman_container(program="exec sleep 300")
+    done = podman.scrun("top", name, "pid", "ppid", "args")
+    assert done.returncode == 0, done.stderr
+    rows = [row.split(None, 2) for row in done.stdout.splitlines()[1:]]
+    assert_lists_the_anchors_namespace(rows, done.stdout)
+    assert rows[0][:2] == ["1", "0"] and "scrun" in rows[0][2], done.stdout  # the anchor
 
 
 def test_podman_top_with_ps_options_runs_ps_in_the_container(
     podman: Podman, podman_container: Callable[..., tuple[str, str]]
 ) -> None:
     """podman 4.3 runs `ps` inside the container (scrun exec, on the node) for ps(1)
-    options; podman >= 5 runs the host's ps in the anchor's namespace instead (the table
-    says so): only 4.3's answer is the container's."""
+    options: the container's own processes; podman >= 5 runs the host's ps in the anchor's
+    pid namespace instead: the anchor with its salloc and srun, as without options."""
     name, _ = podman_container(program="exec sleep 300")
     version = podman("version", "--format", "{{.Client.Version}}").stdout.strip()
-    if not version.startswith("4."):
-        pytest.skip(f"podman {version} runs the host's ps, not the runtime's exec")
-    done = podman.scrun("top", name, "-o", "pid,args")
+    done = podman.scrun("top", name, "-o", "pid,ppid,args")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[1].split() == ["1", "sleep", "300"], done.stdout
+    rows = [row.split(None, 2) for row in done.stdout.splitlines()[1:]]
+    if version.startswith("4."):
+        assert rows == [["1", "0", "sleep 300"]], done.stdout
+    else:
+        assert_lists_the_anchors_namespace(rows, done.stdout)
 
 
 def test_podman_run_with_a_terminal_sees_its_size_and_its_changes(
@@ -283,9 +302,10 @@ def test_docker_pause_commit_top_update_and_rm(
     assert committed.returncode == 0, committed.stderr
     docker("rmi", image)
     assert docker("inspect", "-f", "{{.State.Status}}", name).stdout.strip() == "running"
-    top = docker("top", name)
-    assert top.returncode != 0 and top.stdout == ""
-    assert re.search(r"run on n\d \(Slurm job \d+\), not on this host.*`scrun ps", top.stderr)
+    top = docker("top", name, "-o", "pid,ppid,args")  # ps(1) on this host, for our pids
+    assert top.returncode == 0, top.stderr
+    rows = [row.split(None, 2) for row in top.stdout.splitlines()[1:]]
+    assert_lists_the_anchors_namespace(rows, top.stdout, pids_of_this_host=True)
     update = docker("update", "--cpus", "1", name)
     assert update.returncode != 0
     assert "cpu.period, cpu.quota cannot change for a running Slurm job" in update.stderr
@@ -343,6 +363,12 @@ def test_rootless_pause_and_ps(cluster: Cluster) -> None:
         assert resumed.returncode == 0, resumed.stderr
         state = json.loads(person.sh(f"{scrun_as} state {cid}").stdout)
         assert state["status"] == "running"
+        # podman's top: the anchor's pid namespace, made in podman's user namespace
+        top = person.podman("top", name, "pid", "ppid", "user", "args")
+        assert top.returncode == 0, top.stderr
+        rows = [row.split(None, 3) for row in top.stdout.splitlines()[1:]]
+        assert_lists_the_anchors_namespace([[*row[:2], row[3]] for row in rows], top.stdout)
+        assert {row[2] for row in rows} == {"root"}, top.stdout  # uid 0 of podman's namespace
     finally:
         person.podman("rm", "-f", "-t", "0", name)
     users.assert_users_clean(person)

@@ -86,6 +86,16 @@ def test_exec_with_a_terminal_sees_its_size_and_its_changes(
     assert_terminal_session([*SCRUN_PODMAN, "exec", "-it", name], cluster.env)
 
 
+def test_exec_with_a_terminal_names_it(cluster: Cluster, running: Callable[..., str]) -> None:
+    """The process's terminal is one of the container's own /dev/pts (issue 31: `podman
+    exec -t C tty` printed `not a tty`, the step's pty being the node's)."""
+    podman = shlex.join([*SCRUN_PODMAN, "exec", "-t", running(), "sh", "-c", "tty; tty <&1"])
+    done = subprocess.run(["script", "-qec", podman, "/dev/null"], env=cluster.env, cwd="/",
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stdout
+    assert re.fullmatch(rb"(/dev/pts/\d+\r\n){2}", done.stdout), done.stdout
+
+
 def test_exec_with_a_terminal_under_script_shows_no_stray_byte(
     cluster: Cluster, running: Callable[..., str]
 ) -> None:

@@ -78,6 +78,21 @@ def test_tty(alice: User, clean: None) -> None:
     assert any(re.fullmatch(r"/dev/pts/\d+", line) for line in lines), done.stdout
 
 
+def test_exec_tty_names_the_containers_terminal(alice: User, name: str, clean: None) -> None:
+    """`exec -t` as a user: the node's rootless crun makes the pty in the container's own
+    /dev/pts and sends it to scrun's relay on the node (test_exec.py has root's)."""
+    started = alice.podman("run", "-d", "--name", name, IMAGE, "sleep", "300")
+    assert started.returncode == 0, started.stderr
+    podman = shlex.join([*SCRUN_PODMAN, "exec", "-t", name, "tty"])
+    try:
+        done = alice.sh(f"script -qec {shlex.quote(podman)} /dev/null")
+    finally:
+        removed = alice.podman("rm", "-f", "-t", "0", name)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert re.fullmatch(r"/dev/pts/\d+\r?\n", done.stdout), done.stdout
+    assert removed.returncode == 0, removed.stderr
+
+
 def test_detached_job_is_the_users_then_stop_kill_rm(alice: User, name: str, clean: None) -> None:
     script = 'trap "exit 7" USR1; echo "ready $SLURM_JOB_ID"; while true; do sleep 1; done'
     started = alice.podman("run", "-d", "--name", name, IMAGE, "sh", "-c", script)

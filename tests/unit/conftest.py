@@ -51,3 +51,11 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in log.ENV_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     return tmp_path / "scrun"
+
+
+@pytest.fixture(autouse=True)
+def anchors_in_our_pid_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests call `scrun create` in this process, which must go on forking after the
+    anchor it forked has ended: no pid namespace of its own for it (as for a caller that
+    may not make one). tests/unit/test_pidns.py makes one, in a process of its own."""
+    monkeypatch.setattr("scrunlib.pidns.new_for_children", lambda: False)

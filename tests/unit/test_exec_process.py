@@ -33,7 +33,7 @@ def test_process_from_podmans_process_json(tmp_path):
     )
     process = exec_process.load_process(str(path))
     assert process.args == ("sh", "-c", "echo $A")
-    assert process.terminal  # given by `srun --pty`, not by the runtime's --tty
+    assert process.terminal  # the runtime's --tty, relayed on the node (node_command)
     assert process.runtime_options() == [
         "--cwd", "/work", "--env", "PATH=/bin", "--env", "A=b c", "--user", "1000:100"
     ]  # fmt: skip
@@ -174,3 +174,41 @@ def test_a_terminal_process_starts_once_the_engine_has_sized_its_terminal():
         output += chunk
     assert (child.wait(), output) == (0, b"21 77\r\n")
     os.close(master)
+
+
+def test_a_terminal_is_the_runtimes_relayed_on_the_node_where_python3_is():
+    process = exec_process.ExecProcess(["tty"], terminal=True)
+    command = exec_process.node_command("crun exec %o c1", process, VALUES)
+    relayed = 'crun exec --tty --console-socket "$SCRUN_CONSOLE_SOCKET" c1 tty'
+    assert command.endswith(
+        f"if command -v python3 >/dev/null 2>&1; then exec python3 -c "
+        f"{shlex.quote(exec_process.CONSOLE_RELAY)} /bin/sh -c {shlex.quote(relayed)}; "
+        f"else crun exec  c1 tty; fi"  # an empty %o
+    ), command
+    assert "--tty" not in command.split("; do ")[0]  # the wait for the container: no terminal
+
+
+# What the node's runtime does with --console-socket: a pty, its master sent over the socket,
+# the process writing to the slave; the exit code the process's.
+FAKE_RUNTIME = """
+import os, socket
+master, slave = os.openpty()
+with socket.socket(socket.AF_UNIX) as console:
+    console.connect(os.environ["SCRUN_CONSOLE_SOCKET"])
+    socket.send_fds(console, [b"x"], [master])
+os.close(master)
+os.write(slave, b"on the container's terminal\\n")
+os.close(slave)
+raise SystemExit(3)
+"""
+
+
+def test_the_relay_copies_the_runtimes_terminal_and_exits_with_its_code(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", exec_process.CONSOLE_RELAY, sys.executable, "-c", FAKE_RUNTIME],
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (3, b"on the container's terminal\r\n"), done.stderr

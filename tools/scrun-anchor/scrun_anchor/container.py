@@ -266,7 +266,7 @@ class Container:
             self.pty_slave = None
         self.clock.stop("launch")
         self.clock.start("run")
-        state.step_pid = self.step.pid
+        state.step_pid = self.step.host_pid()  # `scrun delete` may kill it
         state.step_start_time = process_start_time(self.step.pid)
         state.save(self.spool)
         self.life.transition(Event.LAUNCHED)  # state.json: running

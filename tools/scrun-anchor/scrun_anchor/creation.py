@@ -25,6 +25,7 @@ from scrunlib import job_options, log, processes, procio, protocol, userns
 from scrunlib.errors import ScrunError
 from scrunlib.files import write_atomically
 from scrunlib.phases import PhaseClock
+from scrunlib.pidns import own_pid
 from scrunlib.signals import SIGINT, SIGTERM, set_handler
 from scrunlib.slurm import Slurm
 from scrunlib.spool import SLURM_VERSION_CACHE, dir_name
@@ -130,8 +131,8 @@ class Creation:
     def _create(self, undo: Undo) -> Created:
         """Each step that leaves something behind registers its undo right away."""
         state = self.state
-        state.anchor_pid = os.getpid()
-        state.anchor_start_time = process_start_time(state.anchor_pid)
+        state.anchor_pid = own_pid()
+        state.anchor_start_time = process_start_time(os.getpid())  # in our /proc
         state.save(self.spool)
         version = self.slurm.version()
         request = job_options.job_request(self.environ, version)
@@ -254,7 +255,7 @@ class Creation:
     def _write_pid_file(self) -> None:
         if not self.pid_file:
             return
-        write_atomically(self.pid_file, str(os.getpid()))
+        write_atomically(self.pid_file, str(own_pid()))
 
 
 def _readable(fd: int, timeout: float) -> bool:

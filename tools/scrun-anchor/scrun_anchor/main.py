@@ -20,6 +20,7 @@ from scrunlib.errors import InvalidInput, ScrunError, UsageError, internal_error
 from scrunlib.launch import OPTIONS, Launch, ReadyPipe, anchor_logging
 from scrunlib.log import ERROR, INFO, LogSettings
 from scrunlib.options import HelpRequested, one_id, parse, usage_text
+from scrunlib.pidns import own_pid
 from scrunlib.spool import SITE_CONFIG_CACHE, Spool, validate_id
 from scrunlib.state import ContainerState
 
@@ -55,7 +56,7 @@ def run(launch: Launch) -> NoReturn:
     except Exception as exc:  # a bug: create reports it in one line; anchor.log has the rest
         ready.error(internal_error(exc, traceback=True).message)
         _exit(1)
-    ready.created(os.getpid())
+    ready.created(own_pid())
     if launch.log_file:
         try:
             log.open_log_file(launch.log_file)

@@ -60,12 +60,15 @@ def create_container(
     values: dict[str, Any],
     *,
     foreground: bool = False,
+    own_pid_namespace: bool = False,
 ) -> Child:
     """Everything `create` does, with the OPTIONS values `create` and `run` share; returns
     the anchor (our child) once the container is created. No --bundle means the current directory
     (scrun.lua is told it was not given). `foreground`: `scrun run` waits for the container,
     so with a terminal and no console socket the caller's terminal (stdin) becomes the
-    container's, as crun does."""
+    container's, as crun does. `own_pid_namespace`: the anchor is forked into a pid
+    namespace of its own (scrunlib.pidns: what `podman top` shows); after that this
+    process cannot fork again, so only `create`, which exits next, asks for it."""
     started = time.monotonic()
     bundle_path: str | None = values.get("bundle")
     pid_file: str | None = values.get("pid-file")
@@ -96,6 +99,7 @@ def create_container(
         state.save(spool)
         return _launch_anchor(
             read_end,
+            own_pid_namespace,
             Launch(
                 spool=spool,
                 bundle=bundle,
@@ -116,7 +120,7 @@ def create_container(
         raise
 
 
-def _launch_anchor(read_end: int, launch: Launch) -> Child:
+def _launch_anchor(read_end: int, own_pid_namespace: bool, launch: Launch) -> Child:
     """Fork the anchor, hand it `launch` and wait for its report on `read_end`: its Child
     once it says the container is created, else the error it reports (or its exit
     status)."""
@@ -127,7 +131,7 @@ def _launch_anchor(read_end: int, launch: Launch) -> Child:
 
         run(launch)
 
-    child = fork(anchor)
+    child = fork(anchor, own_pid_namespace=own_pid_namespace)
     if launch.ready_fd is not None:
         os.close(launch.ready_fd)  # the anchor's end: EOF once it has reported or died
     report = read_report(read_end)
@@ -142,5 +146,5 @@ def _launch_anchor(read_end: int, launch: Launch) -> Child:
 def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     values, words = parse(argv, OPTIONS, USAGE, what="create")
     (container_id,) = one_id(words, "create")
-    create_container(ctx, container_id, values)
+    create_container(ctx, container_id, values, own_pid_namespace=True)
     return 0

@@ -2,9 +2,12 @@
 by `ps` on the compute nodes that run them (scrunlib.container_steps), with a NODE column.
 
 `--format json` is runc's list of pids, which docker's `top` looks up with the `ps` of the
-host dockerd runs on. The container's pids are the compute nodes', where they name other
-processes or none: scrun refuses in one line that names the nodes and the command that
-lists them, rather than have docker show this host's processes as the container's.
+host dockerd runs on. The container's own pids are the compute nodes', where they name
+other processes or none; so it lists what the container is on this host, as `podman top`
+does: the processes of the anchor's pid namespace (the anchor, its salloc and srun,
+scrunlib.pidns). An anchor that could not make one has the host's: scrun refuses then, in
+one line that names the nodes and `scrun ps`, rather than list this host's processes as
+the container's.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ USAGE = usage_text(
     "List the container's processes on its compute nodes: `ps PS-OPTIONS` (default\n"
     "-o user,pid,ppid,stat,etime,time,args) on each node of its job, for the pids slurmstepd\n"
     "gives for the container's steps (`scontrol listpids`), with a NODE column. The pids are\n"
-    "the nodes', not this host's.",
+    "the nodes', not this host's. --format json: the pids on this host of the anchor's pid\n"
+    "namespace (the anchor, its salloc and srun), as docker's `top` shows them.",
     OPTIONS,
 )
 
@@ -45,6 +49,12 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     if status not in (Status.RUNNING, Status.PAUSED) or state.job_id is None:
         raise StateError(f"container {container_id!r} is {status}: no processes to list")
     if form == "json":
+        from scrunlib import leanjson, pidns
+
+        pids = pidns.members(state.anchor_pid)
+        if pids:
+            sys.stdout.write(leanjson.dumps(pids) + "\n")
+            return 0
         raise ScrunError(
             f"ps --format json: the processes of container {container_id!r} run on "
             f"{state.nodes} (Slurm job {state.job_id}), not on this host, whose pids they "
