@@ -48,6 +48,10 @@ local image_cache = true
 -- The most each cache (the scratch's, each node's) may hold (MiB): past it, the least
 -- recently used images that no container uses are removed.
 local cache_limit_mib = 20480
+-- After how many seconds an image's import (the first container of it) that still runs says
+-- so on the container's stderr ("scrun: importing image (2.0 GiB) to the cache"); 0: at
+-- once. A quick import says nothing.
+local import_notice_seconds = 3
 
 local function quote(s)
 	return "'" .. string.gsub(s, "'", "'\\''") .. "'"
@@ -418,10 +422,11 @@ for old in "$cache"/changed-*; do [ -d "$old/users" ] && [ -z "$(ls -A -- "$old/
 -- used. Its `stamp`, a digest of its files' status change times, tells an entry changed
 -- after its import (it is then set aside, and the image imported again). `users/<id>`
 -- marks an entry in use; after an import the least recently used entries in use by no one
--- are removed (evict_command).
+-- are removed (evict_command). An import that takes longer than `import_notice_seconds`
+-- tells the user so.
 local function cache_in_command(rootfs, cache, staged, limit_kib)
 	return "rootfs=" .. quote(rootfs) .. " cache=" .. quote(cache) .. " staged=" .. quote(staged)
-		.. " limit=" .. math.floor(limit_kib) .. "\n" .. [[
+		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. [[
 id=${staged##*/}
 case $(stat -f -c %T -- "$staged") in
 ext2/ext3 | xfs | btrfs | tmpfs) ;;
@@ -445,7 +450,19 @@ fi
 imported=
 if [ ! -d "$entry" ]; then
 	rm -rf -- "$entry.tmp"
-	{ mkdir -m 700 -- "$entry.tmp" "$entry.tmp/users" && cp -RP --preserve="$keep" -- "$rootfs/." "$entry.tmp/rootfs" && stamp "$entry.tmp/rootfs" >"$entry.tmp/stamp" && mv -T -- "$entry.tmp" "$entry"; } || { rm -rf -- "$entry.tmp"; exit 1; }
+	# an import still running after $notice seconds says so: scrun hands a line of the
+	# output that starts with "scrun: " to the user as it comes (Slurm's scrun keeps it)
+	announce() {
+		size=$(du -sk -- "$rootfs" 2>/dev/null) || return
+		echo "scrun: importing image ($(awk -v k="${size%%[!0-9]*}" 'BEGIN { if (k >= 1048576) printf "%.1f GiB", k / 1048576; else printf "%d MiB", (k + 1023) / 1024 }')) to the cache"
+	}
+	announcer=
+	# (its sleep, left behind when it is killed, holds neither the lock nor the output)
+	if [ "$notice" = 0 ]; then announce; else (exec 9>&-; sleep "$notice" >/dev/null 2>&1 && announce) & announcer=$!; fi
+	{ mkdir -m 700 -- "$entry.tmp" "$entry.tmp/users" && cp -RP --preserve="$keep" -- "$rootfs/." "$entry.tmp/rootfs" && stamp "$entry.tmp/rootfs" >"$entry.tmp/stamp" && mv -T -- "$entry.tmp" "$entry"; }
+	done=$?
+	[ -z "$announcer" ] || kill "$announcer" 2>/dev/null
+	[ "$done" = 0 ] || { rm -rf -- "$entry.tmp"; exit 1; }
 	imported=1
 fi
 : >"$entry/users/$id" && touch -- "$entry/used" || exit 1

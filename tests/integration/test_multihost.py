@@ -5,6 +5,7 @@ one line a user gets when a node cannot see what its container needs."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import uuid
@@ -349,6 +350,38 @@ def test_a_scratch_dir_another_user_made_is_refused(
         shutil.rmtree(mine, ignore_errors=True)
         if aside.exists():
             aside.rename(mine)
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_first_import_says_so_on_the_containers_stderr(
+    script: str,
+    who: Who,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """With import_notice_seconds = 0 (a site's 3 s, for a test image that imports in
+    less), the first container of an image not yet in the user's cache says on its stderr
+    that it imports it, and the second says nothing."""
+    _, runner = who
+    scratch = Path(cluster["SCRUN_SHARED_DIR"]) / f"notice-{uuid.uuid4().hex[:10]}"
+    scratch.mkdir()
+    scratch.chmod(0o1777)
+    setting = "local import_notice_seconds = 3\n"
+    text = with_scratch(f"{script}.lua", str(scratch))
+    assert text.count(setting) == 1
+    podman = runner(site_runtime(text.replace(setting, setting.replace("3", "0"))))
+    try:
+        first = podman("run", "--rm", IMAGE, "true")
+        assert first.returncode == 0, first.stderr
+        said = [line for line in errors(first.stderr) if "importing" in line]
+        assert len(said) == 1, first.stderr
+        assert re.fullmatch(r"scrun: importing image \(\d+ MiB\) to the cache", said[0]), said
+        second = podman("run", "--rm", IMAGE, "true")
+        assert second.returncode == 0, second.stderr
+        assert errors(second.stderr) == [], second.stderr
+    finally:
+        shutil.rmtree(scratch)
 
 
 # ----------------------------------------------------------------------------- clear errors

@@ -196,3 +196,31 @@ def test_end_returns_at_once_for_a_child_that_ends_in_its_grace():
 def test_a_forked_function_exits_with_what_it_returns():
     child = processes.fork(lambda: 7)
     assert child.wait(10) == 7
+
+
+def test_a_streamed_run_hands_each_line_over_as_it_is_written(tmp_path):
+    """`on_line` gets a line while the child still runs (here the child waits for what the
+    callback does with it), and says which lines stay in the output."""
+    go = tmp_path / "go"
+    script = f"echo one; echo '>wait'; while [ ! -e {go} ]; do sleep 0.01; done; echo two; exit 4"
+    seen = []
+
+    def on_line(line):
+        seen.append(line)
+        if line == ">wait":
+            go.touch()
+            return False
+        return True
+
+    done = processes.run(["/bin/sh", "-c", script], {}, 10, merge_output=True, on_line=on_line)
+    assert done == (4, "one\ntwo\n", "")
+    assert seen == ["one", ">wait", "two"]
+
+
+def test_a_streamed_run_is_bounded_too():
+    with pytest.raises(processes.TimedOut, match=r"^sh did not finish in 0\.5 s") as info:
+        processes.run(
+            ["/bin/sh", "-c", "echo started; sleep 30"], {}, 0.5, merge_output=True,
+            on_line=lambda line: True,
+        )  # fmt: skip
+    assert info.value.output == "started\n"

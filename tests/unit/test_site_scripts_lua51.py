@@ -49,6 +49,7 @@ class FakeSlurm:
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self.commands: list[str] = []
+        self.outputs: list[str] = []  # each command's
         self.errors: list[str] = []
         self.bundle = ""
         self.env: dict[str, str] = {}  # the job env's own variables
@@ -60,6 +61,7 @@ class FakeSlurm:
         done = subprocess.run(
             ["/bin/sh", "-c", line], env=env, capture_output=True, text=True, timeout=60
         )
+        self.outputs.append(done.stdout + done.stderr)
         return done.returncode, done.stdout + done.stderr
 
     def table(self) -> Any:
@@ -101,6 +103,7 @@ class Site:
         limit_mib: int = 1024,
         cache_mib: int = 20480,
         cache: bool = True,
+        notice_s: int = 3,
     ) -> None:
         self.name = name
         self.scratch, self.node = tmp / "scratch", tmp / "node"
@@ -138,6 +141,7 @@ class Site:
         }
         settings["local cache_limit_mib = 20480"] = f"local cache_limit_mib = {cache_mib}"
         settings["local image_cache = true"] = f"local image_cache = {str(cache).lower()}"
+        settings["local import_notice_seconds = 3"] = f"local import_notice_seconds = {notice_s}"
         if name == "node-local.lua":
             settings['local node_local = "/tmp"'] = f'local node_local = "{self.node}"'
         for line, value in settings.items():
@@ -760,3 +764,33 @@ def test_a_full_disk_is_one_line(
     # the copy that failed left nothing (a node's: the scratch keeps the image, unused)
     cache = site.cache if full == "scratch" else site.node_cache
     assert [p.name for p in cache.glob("*") if not p.name.endswith(".lock")] == []
+
+
+def notices(site: Site) -> list[str]:
+    """The lines for the user in the commands' output (scrun hands them over as they come)."""
+    return [line for out in site.slurm.outputs for line in out.splitlines() if "scrun: " in line]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_long_import_says_so(tmp_path: Path, name: str) -> None:
+    """An import that runs past import_notice_seconds (0 here: at once) says so, with the
+    image's size; a container of an image already cached says nothing."""
+    site = Site(tmp_path, name, notice_s=0)
+    (site.bundle / "rootfs" / "big").write_bytes(os.urandom(2 * 1024 * 1024))
+    assert site.stage_in("a") == 0, site.slurm.errors
+    first = site.slurm.bundle
+    assert notices(site) == ["scrun: importing image (3 MiB) to the cache"]
+    site.slurm.outputs.clear()
+    assert site.stage_in("b") == 0, site.slurm.errors
+    assert notices(site) == []
+    for container, bundle in (("a", first), ("b", site.slurm.bundle)):
+        assert site.stage_out(container, bundle) == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_quick_import_says_nothing(tmp_path: Path, name: str) -> None:
+    site = Site(tmp_path, name)
+    assert site.stage_in() == 0, site.slurm.errors
+    assert notices(site) == []
+    assert site.stage_out() == 0, site.slurm.errors
