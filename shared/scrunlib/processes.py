@@ -23,9 +23,12 @@ Each returns a Child (`run` excepted), with one idiom to wait for it, signal it 
 No other module starts or waits for a process (lint_tree's children rule, `make lint`).
 Where subprocess is used it is imported in the function that needs it.
 
-plumbum is not used to run anything: the command lines are built as plain argument lists
-(scrunlib.slurm_commands), which it would only pass through, and importing it costs more
-than the commands it would run (lint_tree/hotpath.py).
+- `run_composed`: a command line composed with plumbum (scrun-stage's pipelines, which no
+  engine waits for), run to completion, bounded.
+
+The runtime's command lines are plain argument lists (scrunlib.slurm_commands), which
+plumbum would only pass through, and importing it costs more than the commands it would run
+(lint_tree/hotpath.py): only `run_composed`'s callers import it.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ if TYPE_CHECKING:
     import subprocess
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any, NoReturn
+
+    from plumbum.commands.base import BaseCommand
 
 # After killing a timed-out child's group, how long to read what it wrote before giving up
 # (a grandchild that left the group may still hold the pipe).
@@ -166,6 +171,24 @@ def run(
         return _finish(proc, argv, timeout)
     finally:
         _unregister(proc.pid)
+
+
+def run_composed(command: BaseCommand, timeout: float) -> tuple[int, str, str]:
+    """Run `command`, a command line or pipeline composed with plumbum (with its own cwd and
+    environment, `with_cwd`, `with_env`), to completion: (exit code, stdout, stderr); a
+    pipeline fails when any of its commands does. Raises CannotRun, or TimedOut after
+    `timeout` seconds (plumbum kills it)."""
+    from plumbum.commands.processes import ProcessExecutionError, ProcessTimedOut
+
+    try:
+        code, out, err = command.run(retcode=0, timeout=timeout)
+    except ProcessExecutionError as exc:
+        return int(exc.retcode or 1), str(exc.stdout), str(exc.stderr)
+    except ProcessTimedOut:
+        raise TimedOut(command.formulate(), timeout, "") from None
+    except OSError as exc:
+        raise CannotRun(str(command.formulate()[0]), exc) from exc
+    return int(code or 0), str(out), str(err)
 
 
 def _stream(

@@ -4,10 +4,12 @@ one line a user gets when a node cannot see what its container needs."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shlex
 import shutil
+import struct
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -407,6 +409,19 @@ def tmpfs(cluster: Cluster) -> Iterator[Callable[[Path, str], None]]:
             path.rmdir()
 
 
+def set_immutable(path: Path, immutable: bool) -> None:
+    """chattr +i / -i (not every platform's root has chattr): FS_IOC_GETFLAGS and SETFLAGS,
+    FS_IMMUTABLE_FL."""
+    get_flags, set_flags, flag = 0x80086601, 0x40086602, 0x10
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        (flags,) = struct.unpack("i", fcntl.ioctl(fd, get_flags, struct.pack("i", 0)))
+        flags = flags | flag if immutable else flags & ~flag
+        fcntl.ioctl(fd, set_flags, struct.pack("i", flags))
+    finally:
+        os.close(fd)
+
+
 def one_error(done: subprocess.CompletedProcess[str]) -> str:
     """The one line scrun told the user, for a container that failed."""
     assert done.returncode != 0, done
@@ -435,15 +450,16 @@ def test_a_cache_that_cannot_be_written_is_one_clear_line(
     for directory in (mine, cache):
         directory.mkdir(mode=0o700, exist_ok=True)
         os.chown(directory, uid, uid)
-    frozen = cluster.run(["chattr", "+i", str(cache)])
-    if frozen.returncode != 0:
-        pytest.skip(f"the scratch cannot make a directory immutable: {frozen.stderr}")
+    try:
+        set_immutable(cache, True)
+    except OSError as exc:
+        pytest.skip(f"the scratch cannot make a directory immutable: {exc}")
     try:
         line = one_error(podman("run", "--rm", IMAGE, "true"))
         assert f"the image cache {cache} cannot be written: Operation not permitted" in line
         assert list((mine / "scrun").glob("*")) == []
     finally:
-        cluster.run(["chattr", "-i", str(cache)])
+        set_immutable(cache, False)
         if made:
             cache.rmdir()
 
