@@ -457,8 +457,8 @@ if [ ! -d "$entry" ]; then
 		echo "scrun: importing image ($(awk -v k="${size%%[!0-9]*}" 'BEGIN { if (k >= 1048576) printf "%.1f GiB", k / 1048576; else printf "%d MiB", (k + 1023) / 1024 }')) to the cache"
 	}
 	announcer=
-	# (its sleep, left behind when it is killed, holds neither the lock nor the output)
-	if [ "$notice" = 0 ]; then announce; else (exec 9>&-; sleep "$notice" >/dev/null 2>&1 && announce) & announcer=$!; fi
+	# (killed, it ends its sleep too: no process is left behind, none holds the lock)
+	if [ "$notice" = 0 ]; then announce; else (exec 9>&-; trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM; sleep "$notice" >/dev/null 2>&1 & sleeper=$!; wait "$sleeper" && announce) & announcer=$!; fi
 	{ mkdir -m 700 -- "$entry.tmp" "$entry.tmp/users" && cp -RP --preserve="$keep" -- "$rootfs/." "$entry.tmp/rootfs" && stamp "$entry.tmp/rootfs" >"$entry.tmp/stamp" && mv -T -- "$entry.tmp" "$entry"; }
 	done=$?
 	[ -z "$announcer" ] || kill "$announcer" 2>/dev/null
