@@ -39,17 +39,36 @@ local image_cache = true
 -- The most the cache may hold (MiB): past it, the least recently used images that no
 -- container uses are removed.
 local cache_limit_mib = 20480
+-- After how many seconds an image's import (the first container of it) that still runs says
+-- so on the container's stderr ("scrun: importing image (2.0 GiB) to the cache"); 0: at
+-- once. A quick import says nothing.
+local import_notice_seconds = 3
 
 local function quote(s)
 	return "'" .. string.gsub(s, "'", "'\\''") .. "'"
 end
 
-local function run(what, command)
-	local rc, output = slurm.allocator_command(command)
-	if rc ~= 0 then
+-- Logs, in one line, that `what` failed (exit `rc`, its `output`) and why: that `where`, the
+-- filesystem it wrote to, is full (or the user's quota there used up), when it says so;
+-- else its exit status and its own words. Returns whether it succeeded.
+local function report(what, rc, output, where)
+	if rc == 0 then
+		return true
+	end
+	if where and string.find(output, "No space left on device", 1, true) then
+		slurm.log_error("%s failed: %s is full (what it had copied there is removed)", what, where)
+	elseif where and string.find(output, "Disk quota exceeded", 1, true) then
+		slurm.log_error("%s failed: your quota on %s is used up (what it had copied there is removed)", what, where)
+	else
 		slurm.log_error("%s failed (exit %d): %s", what, rc, string.sub(output, 1, 300))
 	end
-	return rc == 0
+	return false
+end
+
+-- Runs `command` on the login host (`where`: the filesystem it writes to); see report.
+local function run(what, command, where)
+	local rc, output = slurm.allocator_command(command)
+	return report(what, rc, output, where)
 end
 
 local function under(path, dirs)
@@ -98,11 +117,11 @@ end
 -- when `make` is set (else it exits 3 at the first missing one). Below `base` each must be
 -- the user's own; `base` and those above it the user's or root's. None may be writable by
 -- anyone else, unless it is root's and sticky (like /tmp). Links are followed only on the
--- way to `base`. It fails with one line naming the directory at fault. (In a user
--- namespace, as under rootless podman, root's files show the overflow uid, as do a root-
--- squashing NFS server's: it counts as root's above `base` only.) One `stat` reads every
--- directory that exists (a second one only when `base` lies behind a link), one `mkdir`
--- makes the missing ones: it runs before each container, twice.
+-- way to `base`. It fails with one line naming the directory at fault (or the one it
+-- cannot make, and why). (In a user namespace, as under rootless podman, root's files show
+-- the overflow uid, as do a root-squashing NFS server's: it counts as root's above `base`
+-- only.) One `stat` reads every directory that exists (a second one only when `base` lies
+-- behind a link), one `mkdir` makes the missing ones: it runs before each container, twice.
 local function private_dir_command(base, path, make)
 	return "base=" .. quote(base) .. " path=" .. quote(path) .. " make=" .. (make and "1" or "0") .. "\n" .. [[
 me=$(id -u)
@@ -182,7 +201,11 @@ if [ -n "$linked" ]; then
 fi
 if [ -n "$missing" ]; then
 	[ "$make" = 1 ] || exit 3
-	if ! mkdir -m 700 -- $missing $more 2>/dev/null; then
+	if ! out=$(mkdir -m 700 -- $missing $more 2>&1); then
+		# (made meanwhile by another: checked; else mkdir's first reason, e.g. a read-only scratch)
+		out=${out%%
+*}
+		for d in $missing $more; do [ -d "$d" ] || { echo "cannot make $d: ${out##*: }"; exit 1; }; done
 		dirs="$missing$more"
 		lines=$(stat -c %u:%a:%F -- $dirs) || exit 1
 		judge 0
@@ -308,6 +331,30 @@ done
 ]] .. copies .. "touch -- " .. marks
 end
 
+-- A shell command that fails with one line when a node of the job ($SLURM_JOB_NODELIST)
+-- cannot make the overlay mounts a cached image's container runs on: crun, run as the user,
+-- mounts a kernel overlay (with `userxattr`) in a user namespace, which Linux 5.11 was the
+-- first to allow (older kernels fail the step's launch with a bare "Invalid argument").
+-- Each node's kernel release is its Slurm record's (`OS=`, as slurmd reported it); when
+-- scontrol cannot tell, it says nothing.
+local kernel_check_command = [[
+if [ -n "${SLURM_JOB_NODELIST-}" ] && records=$(scontrol -o show node "$SLURM_JOB_NODELIST" 2>/dev/null); then
+	while read -r record; do
+		node=${record#NodeName=} release=${record##* OS=Linux }
+		node=${node%% *} release=${release%% *} minor=${release#*.}
+		major=${release%%.*} minor=${minor%%[!0-9]*}
+		case $record in *" OS=Linux "*) ;; *) continue ;; esac
+		case $major.$minor in *[!0-9.]* | .* | *.) continue ;; esac
+		if [ "$major" -lt 5 ] || { [ "$major" = 5 ] && [ "$minor" -lt 11 ]; }; then
+			echo "node $node cannot run cached images: its kernel, Linux $release, cannot make an overlay in a user namespace (Linux 5.11 or later can; or set image_cache = false)"
+			exit 1
+		fi
+	done <<EOF
+$records
+EOF
+fi
+]]
+
 local function cache_path(user_id)
 	return string.format("%s/%d/scrun-cache", scratch, math.floor(user_id))
 end
@@ -330,15 +377,22 @@ end
 -- used. Its `stamp`, a digest of its files' status change times, tells an entry changed
 -- after its import (it is then set aside, and the image imported again). `users/<id>`
 -- marks an entry in use; after an import the least recently used entries in use by no one
--- are removed until the cache holds at most `limit_kib`.
+-- are removed until the cache holds at most `limit_kib`. An import that takes longer than
+-- `import_notice_seconds` tells the user so.
 local function cache_in_command(rootfs, cache, staged, limit_kib)
 	return "rootfs=" .. quote(rootfs) .. " cache=" .. quote(cache) .. " staged=" .. quote(staged)
-		.. " limit=" .. math.floor(limit_kib) .. "\n" .. [[
+		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. [[
 id=${staged##*/}
 case $(stat -f -c %T -- "$staged") in
 ext2/ext3 | xfs | btrfs | tmpfs) ;;
 *) exit 10 ;;
 esac
+if [ ! -w "$cache" ]; then
+	out=$(touch -- "$cache/.written" 2>&1) && rm -f -- "$cache/.written"
+	echo "the image cache $cache cannot be written: ${out##*: }"
+	exit 1
+fi
+]] .. kernel_check_command .. [[
 stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
 (cd "$rootfs" && find . -mindepth 1 \( -path ./etc/passwd -o -path ./etc/group \) -o \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)) >"$staged/listing" || exit 1
 key=$(LC_ALL=C sort -z -- "$staged/listing" | sha256sum | cut -d' ' -f1) && rm -f -- "$staged/listing" || exit 1
@@ -351,7 +405,19 @@ fi
 imported=
 if [ ! -d "$entry" ]; then
 	rm -rf -- "$entry.tmp"
-	{ mkdir -m 700 -- "$entry.tmp" "$entry.tmp/users" && cp -RP --preserve="$keep" -- "$rootfs/." "$entry.tmp/rootfs" && stamp "$entry.tmp/rootfs" >"$entry.tmp/stamp" && mv -T -- "$entry.tmp" "$entry"; } || { rm -rf -- "$entry.tmp"; exit 1; }
+	# an import still running after $notice seconds says so: scrun hands a line of the
+	# output that starts with "scrun: " to the user as it comes (Slurm's scrun keeps it)
+	announce() {
+		size=$(du -sk -- "$rootfs" 2>/dev/null) || return
+		echo "scrun: importing image ($(awk -v k="${size%%[!0-9]*}" 'BEGIN { if (k >= 1048576) printf "%.1f GiB", k / 1048576; else printf "%d MiB", (k + 1023) / 1024 }')) to the cache"
+	}
+	announcer=
+	# (killed, it ends its sleep too: no process is left behind, none holds the lock)
+	if [ "$notice" = 0 ]; then announce; else (exec 9>&-; trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM; sleep "$notice" >/dev/null 2>&1 & sleeper=$!; wait "$sleeper" && announce) & announcer=$!; fi
+	{ mkdir -m 700 -- "$entry.tmp" "$entry.tmp/users" && cp -RP --preserve="$keep" -- "$rootfs/." "$entry.tmp/rootfs" && stamp "$entry.tmp/rootfs" >"$entry.tmp/stamp" && mv -T -- "$entry.tmp" "$entry"; }
+	done=$?
+	[ -z "$announcer" ] || kill "$announcer" 2>/dev/null
+	[ "$done" = 0 ] || { rm -rf -- "$entry.tmp"; exit 1; }
 	imported=1
 fi
 : >"$entry/users/$id" && touch -- "$entry/used" || exit 1
@@ -572,7 +638,7 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	if image_cache then
 		cache = cache_path(user_id)
 	end
-	if not run("staging into " .. staged, stage_command(rootfs, staged, mounts, cache)) then
+	if not run("staging into " .. staged, stage_command(rootfs, staged, mounts, cache), "the scratch " .. scratch) then
 		return slurm.ERROR
 	end
 	local entry = read_lines(staged .. "/cache-entry")[1]

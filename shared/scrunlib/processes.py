@@ -24,9 +24,12 @@ Each returns a Child (`run` excepted), with one idiom to wait for it, signal it 
 No other module starts or waits for a process (lint_tree's children rule, `make lint`).
 Where subprocess is used it is imported in the function that needs it.
 
-plumbum is not used to run anything: the command lines are built as plain argument lists
-(scrunlib.slurm_commands), which it would only pass through, and importing it costs more
-than the commands it would run (lint_tree/hotpath.py).
+- `run_composed`: a command line composed with plumbum (scrun-stage's pipelines, which no
+  engine waits for), run to completion, bounded.
+
+The runtime's command lines are plain argument lists (scrunlib.slurm_commands), which
+plumbum would only pass through, and importing it costs more than the commands it would run
+(lint_tree/hotpath.py): only `run_composed`'s callers import it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ if TYPE_CHECKING:
     import subprocess
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any, NoReturn
+
+    from plumbum.commands.base import BaseCommand
 
 # After killing a timed-out child's group, how long to read what it wrote before giving up
 # (a grandchild that left the group may still hold the pipe).
@@ -129,13 +134,16 @@ def run(
     *,
     merge_output: bool = False,
     prelude: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    on_line: Callable[[str], bool] | None = None,
 ) -> tuple[int, str, str]:
     """Run `argv` with exactly `env`, stdin from /dev/null, in a process group of its own,
     to completion: (exit code, stdout, stderr); the exit code as subprocess's (-N for signal
     N); with `merge_output` stderr goes into stdout (and "" is returned for it). Raises
     CannotRun, or TimedOut after `timeout` seconds. `prelude` talks to the child before it
     is waited for (its stdin is then a pipe, closed once the prelude is done; it raises CannotRun
-    when the child cannot go on, and the child's group is killed)."""
+    when the child cannot go on, and the child's group is killed). `on_line` gets each line
+    of the output (with `merge_output`) as soon as the child has written it, and says
+    whether the line stays in the output returned (scrun.lua's notices for the user)."""
     import subprocess
 
     if _refused():
@@ -160,9 +168,63 @@ def run(
                 _kill_group(proc.pid)
                 proc.communicate()
                 raise
+        if on_line is not None:
+            return _stream(proc, argv, timeout, on_line)
         return _finish(proc, argv, timeout)
     finally:
         _unregister(proc.pid)
+
+
+def run_composed(command: BaseCommand, timeout: float) -> tuple[int, str, str]:
+    """Run `command`, a command line or pipeline composed with plumbum (with its own cwd and
+    environment, `with_cwd`, `with_env`), to completion: (exit code, stdout, stderr); a
+    pipeline fails when any of its commands does. Raises CannotRun, or TimedOut after
+    `timeout` seconds (plumbum kills it)."""
+    from plumbum.commands.processes import ProcessExecutionError, ProcessTimedOut
+
+    try:
+        code, out, err = command.run(retcode=0, timeout=timeout)
+    except ProcessExecutionError as exc:
+        return int(exc.retcode or 1), str(exc.stdout), str(exc.stderr)
+    except ProcessTimedOut:
+        raise TimedOut(command.formulate(), timeout, "") from None
+    except OSError as exc:
+        raise CannotRun(str(command.formulate()[0]), exc) from exc
+    return int(code or 0), str(out), str(err)
+
+
+def _stream(
+    proc: subprocess.Popen[bytes],
+    argv: Sequence[str],
+    timeout: float,
+    on_line: Callable[[str], bool],
+) -> tuple[int, str, str]:
+    """`_finish`, reading the child's output as it comes: each whole line goes to `on_line`
+    at once and stays in the output when it says so."""
+    import select
+    import subprocess
+    import time
+
+    assert proc.stdout is not None  # (merge_output: the one pipe)
+    deadline = time.monotonic() + timeout
+    fd, kept, partial = proc.stdout.fileno(), bytearray(), b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            _timed_out(proc, argv, timeout, bytes(kept) + partial)
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        *lines, partial = (partial + chunk).split(b"\n")
+        for line in lines:
+            if on_line(_text(line)):
+                kept += line + b"\n"
+    proc.stdout.close()
+    try:  # (its output is at an end: it has ended, or is about to)
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        _timed_out(proc, argv, timeout, bytes(kept) + partial)
+    return proc.returncode, _text(bytes(kept) + partial), ""
 
 
 def _finish(
@@ -174,15 +236,25 @@ def _finish(
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
-        try:
-            out, _ = proc.communicate(timeout=DRAIN_SECONDS)
-        except subprocess.TimeoutExpired:
-            out = b""
-            proc.kill()
-            proc.wait()
-        raise TimedOut(argv, timeout, _text(out)) from None
+        _timed_out(proc, argv, timeout, b"")
     return proc.returncode, _text(out), _text(err)
+
+
+def _timed_out(
+    proc: subprocess.Popen[bytes], argv: Sequence[str], timeout: float, read: bytes
+) -> NoReturn:
+    """Kill `proc`'s group, read what is left of its output (after `read`, what was read
+    already) for at most DRAIN_SECONDS, and raise TimedOut."""
+    import subprocess
+
+    _kill_group(proc.pid)
+    try:
+        out, _ = proc.communicate(timeout=DRAIN_SECONDS)
+    except (subprocess.TimeoutExpired, ValueError):  # (ValueError: _stream closed it)
+        out = b""
+        proc.kill()
+        proc.wait()
+    raise TimedOut(argv, timeout, _text(read + (out or b""))) from None
 
 
 def start(argv: Sequence[str], env: Mapping[str, str], **stdio: Any) -> Child:

@@ -17,6 +17,7 @@ from scrunlib.files import write_atomically
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from scrunlib.lua.records import StageContext
@@ -25,15 +26,25 @@ if TYPE_CHECKING:
     from scrunlib.spool import Spool
 
 
-def load_stager(script: str, slurm_conf: str, site: SiteConfig) -> Stager | None:
+def load_stager(
+    script: str,
+    slurm_conf: str,
+    site: SiteConfig,
+    tell_user: Callable[[str], None] | None = None,
+) -> Stager | None:
     """scrun.lua at `script`, loaded once (its top level runs); None when there is none.
-    Raises LuaError when it cannot be loaded."""
+    `tell_user` gets its commands' notices for the user. Raises LuaError when it cannot be
+    loaded."""
     if not os.path.exists(script):
         return None
     from scrunlib.lua.stage import Stager
 
     return Stager.for_slurm(
-        script, slurm_conf=slurm_conf, timeout=site.lua_timeout, srun=site.command("srun")
+        script,
+        slurm_conf=slurm_conf,
+        timeout=site.lua_timeout,
+        srun=site.command("srun"),
+        tell_user=tell_user,
     )
 
 

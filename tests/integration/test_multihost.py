@@ -4,9 +4,12 @@ one line a user gets when a node cannot see what its container needs."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import shlex
 import shutil
+import struct
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -351,7 +354,135 @@ def test_a_scratch_dir_another_user_made_is_refused(
             aside.rename(mine)
 
 
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_first_import_says_so_on_the_containers_stderr(
+    script: str,
+    who: Who,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """With import_notice_seconds = 0 (a site's 3 s, for a test image that imports in
+    less), the first container of an image not yet in the user's cache says on its stderr
+    that it imports it, and the second says nothing."""
+    _, runner = who
+    scratch = Path(cluster["SCRUN_SHARED_DIR"]) / f"notice-{uuid.uuid4().hex[:10]}"
+    scratch.mkdir()
+    scratch.chmod(0o1777)
+    setting = "local import_notice_seconds = 3\n"
+    text = with_scratch(f"{script}.lua", str(scratch))
+    assert text.count(setting) == 1
+    podman = runner(site_runtime(text.replace(setting, setting.replace("3", "0"))))
+    try:
+        first = podman("run", "--rm", IMAGE, "true")
+        assert first.returncode == 0, first.stderr
+        said = [line for line in errors(first.stderr) if "importing" in line]
+        assert len(said) == 1, first.stderr
+        assert re.fullmatch(r"scrun: importing image \(\d+ MiB\) to the cache", said[0]), said
+        second = podman("run", "--rm", IMAGE, "true")
+        assert second.returncode == 0, second.stderr
+        assert errors(second.stderr) == [], second.stderr
+    finally:
+        shutil.rmtree(scratch)
+
+
 # ----------------------------------------------------------------------------- clear errors
+
+
+@pytest.fixture
+def tmpfs(cluster: Cluster) -> Iterator[Callable[[Path, str], None]]:
+    """Mounts a tmpfs with options on the login host, each unmounted at the test's end (and
+    its mount point removed when the mount made it)."""
+    mounted: list[tuple[Path, bool]] = []
+
+    def mount(path: Path, options: str) -> None:
+        made = not path.exists()
+        path.mkdir(exist_ok=True)
+        mounted.append((path, made))
+        done = cluster.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)])
+        assert done.returncode == 0, done.stderr
+
+    yield mount
+    for path, made in reversed(mounted):
+        cluster.run(["umount", "-l", str(path)])
+        if made:
+            path.rmdir()
+
+
+def set_immutable(path: Path, immutable: bool) -> None:
+    """chattr +i / -i (not every platform's root has chattr): FS_IOC_GETFLAGS and SETFLAGS,
+    FS_IMMUTABLE_FL."""
+    get_flags, set_flags, flag = 0x80086601, 0x40086602, 0x10
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        (flags,) = struct.unpack("i", fcntl.ioctl(fd, get_flags, struct.pack("i", 0)))
+        flags = flags | flag if immutable else flags & ~flag
+        fcntl.ioctl(fd, set_flags, struct.pack("i", flags))
+    finally:
+        os.close(fd)
+
+
+def one_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The one line scrun told the user, for a container that failed."""
+    assert done.returncode != 0, done
+    lines = errors(done.stderr)
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_cache_that_cannot_be_written_is_one_clear_line(
+    script: str,
+    who: Who,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """The user's image cache cannot be written (made immutable here: its mode would not
+    bind a rootless user's namespace, and a mount made now is not seen in it): one line
+    naming it, and nothing staged."""
+    uid, runner = who
+    shared = Path(cluster["SCRUN_SHARED_DIR"])
+    podman = runner(site_runtime(SCRIPT_TEXTS[script](str(shared))))
+    mine = shared / str(uid)
+    cache = mine / "scrun-cache"
+    made = not cache.exists()
+    for directory in (mine, cache):
+        directory.mkdir(mode=0o700, exist_ok=True)
+        os.chown(directory, uid, uid)
+    try:
+        set_immutable(cache, True)
+    except OSError as exc:
+        pytest.skip(f"the scratch cannot make a directory immutable: {exc}")
+    try:
+        line = one_error(podman("run", "--rm", IMAGE, "true"))
+        assert f"the image cache {cache} cannot be written: Operation not permitted" in line
+        assert list((mine / "scrun").glob("*")) == []
+    finally:
+        set_immutable(cache, False)
+        if made:
+            cache.rmdir()
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_full_scratch_is_one_clear_line(
+    script: str,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    tmpfs: Callable[[Path, str], None],
+    no_leftovers: Callable[..., None],
+) -> None:
+    """The scratch fills up while the image is imported: one line saying which is full;
+    the half import is removed with the rest of what was staged (the nodes never see it).
+    As root: a rootless user's namespace would not see the small filesystem mounted now."""
+    scratch = Path(f"/var/tmp/scrun-full-{uuid.uuid4().hex[:10]}")
+    tmpfs(scratch, "size=512k,mode=1777")
+    site = site_runtime(with_scratch(f"{script}.lua", str(scratch)))
+    line = one_error(site.podman("run", "--rm", IMAGE, "true"))
+    assert f"failed: the scratch {scratch} is full" in line, line
+    mine = scratch / str(os.getuid())
+    left = sorted(str(p.relative_to(mine)) for p in mine.rglob("*"))
+    assert [p for p in left if not p.endswith(".lock")] == ["scrun", "scrun-cache"], left
 
 
 def test_without_scrun_lua_a_bundle_the_nodes_cannot_see_is_one_clear_line(

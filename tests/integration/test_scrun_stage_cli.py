@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,9 +24,10 @@ import pytest
 from conftest import SEED_SCRIPT
 from helpers import wait_for
 from scrunlib.slurm_commands import job_tag
+from users import IMAGE, pick_users, user_site
 
 if TYPE_CHECKING:
-    from conftest import Cluster
+    from conftest import Cluster, SiteRuntime
 
 REPO = Path(__file__).resolve().parents[2]
 SCRUN_STAGE = REPO / ".venv" / "bin" / "scrun-stage"
@@ -264,3 +266,64 @@ def test_load_error_exits_3_before_any_job(
     assert done.stderr.startswith(f"scrun-stage: error: unable to load {script}: {script}:2:")
     assert done.stdout == ""
     assert job_states(cluster, container_id) == {}  # not even a cancelled one
+
+
+# ----------------------------------------------------------------------------- the image cache
+
+
+@pytest.fixture
+def private_scratch(cluster: Cluster) -> Iterator[Path]:
+    """A scratch of this test's own under the nodes' shared dir (mode 1777, as a site's)."""
+    scratch = Path(cluster["SCRUN_SHARED_DIR"]) / f"stage-cache-{uuid.uuid4().hex[:10]}"
+    scratch.mkdir()
+    scratch.chmod(0o1777)
+    yield scratch
+    shutil.rmtree(scratch)
+
+
+def cache_rows(text: str) -> dict[str, list[str]]:
+    """`cache list`'s rows: key → its columns (size, last use, state, users)."""
+    rows = (re.split(r"\s{2,}", line) for line in text.splitlines()[2:])
+    return {row[0]: row[1:] for row in rows}
+
+
+def test_the_image_cache_listed_verified_and_pruned(
+    cluster: Cluster, private_scratch: Path, site_runtime: Callable[..., SiteRuntime]
+) -> None:
+    """A container of busybox through the shipped shared-scratch.lua, as root and as a test
+    user, fills each one's cache with one image; `scrun-stage cache` lists it (as its user;
+    root names the user with --user), verify finds it as imported and names it once a file
+    of it changed, prune removes it (no container uses it any more)."""
+    text = (REPO / "docs" / "scrun-lua" / "shared-scratch.lua").read_text()
+    site = site_runtime(text.replace('"/scratch"', f'"{private_scratch}"', 1))
+    person = pick_users(cluster.exports, cluster.slurm_conf)[0]
+    done = site.podman("run", "--rm", IMAGE, "true")
+    assert done.returncode == 0, done.stderr
+    done = person.podman("run", "--rm", IMAGE, "true", env=user_site(person, site))
+    assert done.returncode == 0, done.stderr
+    stage = [str(SCRUN_STAGE), "cache"]
+    options = ["--scratch", str(private_scratch)]
+    as_root = cluster.run
+
+    def as_person(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return person.sh(shlex.join(argv))
+
+    for as_user, user_args in ((as_root, []), (as_person, []), (as_root, ["--user", person.name])):
+        listed = as_user([*stage, "list", *options, *user_args])
+        assert listed.returncode == 0, listed.stderr
+        [(key, columns)] = cache_rows(listed.stdout).items()
+        assert columns[2:] == ["ok", "-"], listed.stdout  # as imported, no container uses it
+        verified = as_user([*stage, "verify", *options, *user_args])
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+    cache = private_scratch / str(person.uid) / "scrun-cache" / key
+    (cache / "rootfs" / "etc" / "hostname").write_text("changed\n")
+    verified = person.sh(shlex.join([*stage, "verify", *options]))
+    assert verified.returncode == 1, verified.stdout + verified.stderr
+    assert f"scrun-stage: error: changed after their import: {key}" in verified.stderr
+    for as_user in (as_root, as_person):
+        pruned = as_user([*stage, "prune", *options])
+        assert pruned.returncode == 0, pruned.stderr
+        assert pruned.stdout.startswith("removed  "), pruned.stdout
+    for uid in (os.getuid(), person.uid):
+        left = private_scratch / str(uid) / "scrun-cache"
+        assert [p.name for p in left.iterdir() if not p.name.endswith(".lock")] == []

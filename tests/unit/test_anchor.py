@@ -544,6 +544,23 @@ def test_a_terminal_container_is_told_on_its_terminal_not_on_our_stderr() -> Non
     os.close(master)
 
 
+def test_scrun_luas_notices_wait_until_the_engine_listens() -> None:
+    """A notice of scrun.lua's (a long import) that comes before the container is started
+    is held (podman and docker read its stderr from `start` on), then said; after, at once."""
+    master, slave = os.openpty()
+    channel = ContainerStderr()
+    channel.use(slave)
+    os.close(slave)
+    channel.notice("scrun: importing image (2.0 GiB) to the cache")
+    assert channel.holding
+    channel.listened()
+    assert not channel.holding
+    channel.notice("scrun: later")
+    said = os.read(master, 4096).replace(b"\r", b"")
+    assert said == b"scrun: importing image (2.0 GiB) to the cache\nscrun: later\n"
+    os.close(master)
+
+
 # -- serve(): the event loop, with real signals and the real socket ------------------------
 
 

@@ -544,6 +544,29 @@ def test_remote_command_runs_srun_in_the_job(tmp_path: Path, fp: object) -> None
     assert seen["stdin"] == subprocess.DEVNULL and seen["process_group"] == 0
 
 
+def test_a_commands_notices_go_to_the_user_as_they_come(tmp_path: Path) -> None:
+    """A line a command writes that starts with `scrun: ` is handed to `tell_user` while the
+    command runs (it waits here for the user to have been told), and is not in the output
+    the script gets; other lines are."""
+    told = tmp_path / "told"
+    body = f"""
+    local status, output = slurm.allocator_command(
+        "echo before; echo 'scrun: importing image (2.0 GiB) to the cache'; "
+        .. "while [ ! -e {told} ]; do sleep 0.01; done; echo after")
+    assert(status == 0 and output == "before\\nafter\\n", output)
+    return 0
+    """
+    notices: list[str] = []
+
+    def tell_user(line: str) -> None:
+        notices.append(line)
+        told.touch()
+
+    runner = SubprocessRunner(tell_user=tell_user, timeout=10)
+    assert_ok(Stager.load(script(tmp_path, body), runner=runner).stage_in(context()))
+    assert notices == ["scrun: importing image (2.0 GiB) to the cache"]
+
+
 def test_remote_command_without_srun_reports_127(tmp_path: Path) -> None:
     body = "local status, out = slurm.remote_command('true')\nslurm.log_info(out)\nreturn status"
     runner = SubprocessRunner(srun="/nonexistent/srun")

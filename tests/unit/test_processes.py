@@ -202,3 +202,31 @@ def test_replace_names_a_program_it_cannot_become() -> None:
     """scrun-cdi-run's hand-over to crun: a missing program is CannotRun, in its wording."""
     with pytest.raises(processes.CannotRun, match="cannot run /nonexistent/crun: "):
         processes.replace(["/nonexistent/crun", "run"], {"PATH": "/usr/bin"})
+
+
+def test_a_streamed_run_hands_each_line_over_as_it_is_written(tmp_path):
+    """`on_line` gets a line while the child still runs (here the child waits for what the
+    callback does with it), and says which lines stay in the output."""
+    go = tmp_path / "go"
+    script = f"echo one; echo '>wait'; while [ ! -e {go} ]; do sleep 0.01; done; echo two; exit 4"
+    seen = []
+
+    def on_line(line):
+        seen.append(line)
+        if line == ">wait":
+            go.touch()
+            return False
+        return True
+
+    done = processes.run(["/bin/sh", "-c", script], {}, 10, merge_output=True, on_line=on_line)
+    assert done == (4, "one\ntwo\n", "")
+    assert seen == ["one", ">wait", "two"]
+
+
+def test_a_streamed_run_is_bounded_too():
+    with pytest.raises(processes.TimedOut, match=r"^sh did not finish in 0\.5 s") as info:
+        processes.run(
+            ["/bin/sh", "-c", "echo started; sleep 30"], {}, 0.5, merge_output=True,
+            on_line=lambda line: True,
+        )  # fmt: skip
+    assert info.value.output == "started\n"

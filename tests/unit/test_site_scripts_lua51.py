@@ -17,6 +17,7 @@ import shutil
 import stat
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -48,15 +49,19 @@ class FakeSlurm:
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self.commands: list[str] = []
+        self.outputs: list[str] = []  # each command's
         self.errors: list[str] = []
         self.bundle = ""
+        self.env: dict[str, str] = {}  # the job env's own variables
+        self.path = os.environ["PATH"]
 
     def command(self, line: str, node: bool = False) -> tuple[int, str]:
         self.commands.append(line)
-        env = {"PATH": os.environ["PATH"], **({"SLURM_NODEID": "0"} if node else {})}
+        env = {"PATH": self.path, **self.env, **({"SLURM_NODEID": "0"} if node else {})}
         done = subprocess.run(
             ["/bin/sh", "-c", line], env=env, capture_output=True, text=True, timeout=60
         )
+        self.outputs.append(done.stdout + done.stderr)
         return done.returncode, done.stdout + done.stderr
 
     def table(self) -> Any:
@@ -98,6 +103,7 @@ class Site:
         limit_mib: int = 1024,
         cache_mib: int = 20480,
         cache: bool = True,
+        notice_s: int = 3,
     ) -> None:
         self.name = name
         self.scratch, self.node = tmp / "scratch", tmp / "node"
@@ -135,6 +141,7 @@ class Site:
         }
         settings["local cache_limit_mib = 20480"] = f"local cache_limit_mib = {cache_mib}"
         settings["local image_cache = true"] = f"local image_cache = {str(cache).lower()}"
+        settings["local import_notice_seconds = 3"] = f"local import_notice_seconds = {notice_s}"
         if name == "node-local.lua":
             settings['local node_local = "/tmp"'] = f'local node_local = "{self.node}"'
         for line, value in settings.items():
@@ -162,6 +169,8 @@ class Site:
         config = str(self.bundle / "config.json")
         self.slurm.bundle = ""
         rc = int(hook(container, str(self.bundle), "/spool", config, 7, UID, UID, {}))
+        if rc != 0:  # (nothing to wait for; the scratch may not even be writable)
+            return rc
         probe = self.scratch / "probe"
         start = time.monotonic_ns()
         while time.monotonic_ns() - start < 1e9:
@@ -619,3 +628,169 @@ def test_the_users_the_engine_writes_in_are_each_containers_own(tmp_path: Path, 
     for name, bundle in (("a", first), ("b", second)):
         assert site.stage_out(name, str(bundle)) == 0, site.slurm.errors
     assert site.leftovers() == site.users_dirs
+
+
+@pytest.fixture
+def mount_tmpfs() -> Iterator[Callable[[Path, str], None]]:
+    """Mounts a tmpfs with options (root only), each unmounted at the test's end."""
+    if UID != 0:
+        pytest.skip("mounting a filesystem needs root")
+    mounted: list[Path] = []
+
+    def mount(path: Path, options: str) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], check=True)
+        mounted.append(path)
+
+    yield mount
+    for path in reversed(mounted):
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def assert_nothing_left(site: Site) -> None:
+    """Nothing of the container anywhere: no staged copy, no import half done, no mark."""
+    assert site.leftovers() == site.users_dirs
+    for cache in (site.cache, site.node_cache):
+        assert not list(cache.glob("*.tmp")) if cache.is_dir() else True
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_cache_that_cannot_be_written_is_one_line(
+    tmp_path: Path, name: str, request: pytest.FixtureRequest
+) -> None:
+    """The user's cache directory cannot be written (read-only, or its mode): one line
+    naming it and why, nothing staged."""
+    site = Site(tmp_path, name)
+    site.cache.mkdir(parents=True, mode=0o700)
+    site.cache.parent.chmod(0o700)
+    if UID == 0:  # (root writes whatever the mode: a read-only filesystem)
+        request.getfixturevalue("mount_tmpfs")(site.cache, "ro,mode=700")
+        reason = "Read-only file system"
+    else:
+        site.cache.chmod(0o500)
+        reason = "Permission denied"
+    assert site.stage_in() != 0
+    assert site.slurm.errors == [
+        f"staging into {site.carried} failed (exit 1): "
+        f"the image cache {site.cache} cannot be written: {reason}\n"
+    ]
+    assert site.stage_out() == 0, site.slurm.errors
+    assert_nothing_left(site)
+    assert list(site.cache.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_read_only_scratch_is_one_line(
+    tmp_path: Path, name: str, mount_tmpfs: Callable[[Path, str], None]
+) -> None:
+    site = Site(tmp_path, name)
+    mount_tmpfs(site.scratch, "ro,mode=1777")
+    assert site.stage_in() != 0
+    mine = site.scratch / str(UID)
+    assert site.slurm.errors == [
+        f"staging into {site.carried} failed (exit 1): cannot make {mine}: Read-only file system\n"
+    ]
+    assert site.stage_out() == 0, site.slurm.errors
+    assert list(site.scratch.iterdir()) == []
+
+
+def fake_scontrol(site: Site, tmp_path: Path, releases: dict[str, str]) -> None:
+    """The job runs on the nodes `releases` names (node: kernel release), as `scontrol -o
+    show node` tells them."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    records = "".join(
+        f"NodeName={node} Arch=x86_64 CoresPerSocket=1 OS=Linux {release} #1 SMP "
+        f"PREEMPT_DYNAMIC Debian RealMemory=1000 State=ALLOCATED\n"
+        for node, release in releases.items()
+    )
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text(
+        f"#!/bin/sh\n[ \"$*\" = '-o show node n[1-2]' ] || exit 1\nprintf '%s' '{records}'\n"
+    )
+    scontrol.chmod(0o755)
+    site.slurm.path = f"{bin_dir}:{site.slurm.path}"
+    site.slurm.env["SLURM_JOB_NODELIST"] = "n[1-2]"
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_node_whose_kernel_cannot_overlay_is_named(tmp_path: Path, name: str) -> None:
+    """A node of the job runs a kernel older than 5.11 (no overlay in a user namespace):
+    one line naming the node and what it lacks, before anything is imported."""
+    site = Site(tmp_path, name)
+    fake_scontrol(site, tmp_path, {"n1": "6.1.0-28-amd64", "n2": "5.10.0-33-amd64"})
+    assert site.stage_in() != 0
+    assert site.slurm.errors == [
+        f"staging into {site.carried} failed (exit 1): node n2 cannot run cached images: its "
+        "kernel, Linux 5.10.0-33-amd64, cannot make an overlay in a user namespace "
+        "(Linux 5.11 or later can; or set image_cache = false)\n"
+    ]
+    assert site.stage_out() == 0, site.slurm.errors
+    assert_nothing_left(site)
+    assert [p.name for p in site.cache.iterdir()] == []
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_nodes_whose_kernels_overlay_run_cached_images(tmp_path: Path, name: str) -> None:
+    site = Site(tmp_path, name)
+    fake_scontrol(site, tmp_path, {"n1": "5.11.0", "n2": "6.12.48+deb13-amd64"})
+    assert site.stage_in() == 0, site.slurm.errors
+    assert (Path(site.slurm.bundle) / "upper" / "etc").is_dir()
+    assert site.stage_out() == 0, site.slurm.errors
+
+
+@pytest.mark.parametrize(
+    ("name", "full"),
+    [("shared-scratch.lua", "scratch"), ("node-local.lua", "scratch"), ("node-local.lua", "node")],
+)
+def test_a_full_disk_is_one_line(
+    tmp_path: Path, name: str, full: str, mount_tmpfs: Callable[[Path, str], None]
+) -> None:
+    """The scratch (or, for node-local.lua, a node's local disk) fills up while the image is
+    copied there: one line saying which is full, and the half copy removed with the rest of
+    what was staged."""
+    site = Site(tmp_path, name)
+    mount_tmpfs(site.scratch if full == "scratch" else site.node, "size=1m,mode=1777")
+    (site.bundle / "rootfs" / "big").write_bytes(os.urandom(2 * 1024 * 1024))
+    assert site.stage_in() != 0
+    failed = (
+        f"staging into {site.carried} failed: the scratch {site.scratch}"
+        if full == "scratch"
+        else f"copying the container on the nodes failed: {site.node} on a node"
+    )
+    assert site.slurm.errors == [f"{failed} is full (what it had copied there is removed)"]
+    assert site.stage_out() == 0, site.slurm.errors
+    assert_nothing_left(site)
+    # the copy that failed left nothing (a node's: the scratch keeps the image, unused)
+    cache = site.cache if full == "scratch" else site.node_cache
+    assert [p.name for p in cache.glob("*") if not p.name.endswith(".lock")] == []
+
+
+def notices(site: Site) -> list[str]:
+    """The lines for the user in the commands' output (scrun hands them over as they come)."""
+    return [line for out in site.slurm.outputs for line in out.splitlines() if "scrun: " in line]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_long_import_says_so(tmp_path: Path, name: str) -> None:
+    """An import that runs past import_notice_seconds (0 here: at once) says so, with the
+    image's size; a container of an image already cached says nothing."""
+    site = Site(tmp_path, name, notice_s=0)
+    (site.bundle / "rootfs" / "big").write_bytes(os.urandom(2 * 1024 * 1024))
+    assert site.stage_in("a") == 0, site.slurm.errors
+    first = site.slurm.bundle
+    assert notices(site) == ["scrun: importing image (3 MiB) to the cache"]
+    site.slurm.outputs.clear()
+    assert site.stage_in("b") == 0, site.slurm.errors
+    assert notices(site) == []
+    for container, bundle in (("a", first), ("b", site.slurm.bundle)):
+        assert site.stage_out(container, bundle) == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_quick_import_says_nothing(tmp_path: Path, name: str) -> None:
+    site = Site(tmp_path, name)
+    assert site.stage_in() == 0, site.slurm.errors
+    assert notices(site) == []
+    assert site.stage_out() == 0, site.slurm.errors

@@ -12,6 +12,12 @@ raises `CommandTimeout`; the Lua runtime turns that into a Lua error at the scri
 script cannot mistake a killed rsync for one that finished.
 
 Exit status: `WEXITSTATUS`, and 128+N for a child killed by signal N (upstream reports 0).
+
+Notices: a line of a command's output that starts with `scrun: ` is for the user. Given a
+`tell_user` (the anchor's channel to the container's stderr), the runner hands it each such
+line as soon as the command has written it, and leaves it out of the output the script
+gets: a long first import says so while it runs (docs/scrun-lua's scripts). Upstream
+leaves the line in the output, where it does no harm.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from scrunlib.userns import with_all_user_ids
 
 # Exit status reported when the command itself could not be started (a shell says the same).
 NOT_RUNNABLE = 127
+
+# What starts a line of a command's output that is a notice for the user.
+NOTICE_PREFIX = "scrun: "
 
 
 class CommandTimeout(Exception):
@@ -80,13 +89,16 @@ class SubprocessRunner:
         slurm_conf: str | None = None,
         srun: str | None = None,
         timeout: float = siteconfig.DEFAULT_LUA_TIMEOUT,
+        tell_user: Callable[[str], None] | None = None,
     ) -> None:
         self.slurm_conf = slurm_conf
         self.timeout = timeout
         self._srun = srun
+        self.tell_user = tell_user  # where the commands' notices go (None: their output)
 
     def allocator(self, script: str, env: Mapping[str, str], timeout: float) -> tuple[int, str]:
-        return run_command(["/bin/sh", "-c", script], env, min(timeout, self.timeout))
+        argv = ["/bin/sh", "-c", script]
+        return run_command(argv, env, min(timeout, self.timeout), self.tell_user)
 
     def remote(
         self, script: str, env: Mapping[str, str], job_id: int, timeout: float
@@ -101,7 +113,7 @@ class SubprocessRunner:
         if self.slurm_conf:
             child_env["SLURM_CONF"] = self.slurm_conf
         argv = remote_command_argv(srun, job_id, script)
-        return run_command(argv, child_env, min(timeout, self.timeout))
+        return run_command(argv, child_env, min(timeout, self.timeout), self.tell_user)
 
     def _srun_path(self) -> str:
         """Found on first use only: an allocator-only script must work without Slurm."""
@@ -110,13 +122,30 @@ class SubprocessRunner:
         return self._srun
 
 
-def run_command(argv: list[str], env: Mapping[str, str], timeout: float) -> tuple[int, str]:
+def run_command(
+    argv: list[str],
+    env: Mapping[str, str],
+    timeout: float,
+    tell_user: Callable[[str], None] | None = None,
+) -> tuple[int, str]:
     """Run `argv` as the real user with all of the user's ids (scrunlib.userns) through
     scrunlib.processes, output captured together; a shell's exit status (128+N for signal
-    N)."""
+    N). Its notices go to `tell_user` as they come, when given (see above)."""
+    on_line = None
+    if tell_user is not None:
+        tell = tell_user
+
+        def on_line(line: str) -> bool:
+            if line.startswith(NOTICE_PREFIX):
+                tell(line)
+                return False
+            return True
+
     try:
         wrapped, prelude = with_all_user_ids(argv)
-        code, out, _ = processes.run(wrapped, env, timeout, merge_output=True, prelude=prelude)
+        code, out, _ = processes.run(
+            wrapped, env, timeout, merge_output=True, prelude=prelude, on_line=on_line
+        )
     except processes.CannotRun as exc:
         return NOT_RUNNABLE, str(exc)
     except processes.TimedOut as exc:

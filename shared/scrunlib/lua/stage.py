@@ -13,7 +13,9 @@ page's example:
   * to_json writes an emptied JSON object back as `{}` (upstream: `[]`, which runc rejects)
     and integral floats as integers (`1000`, not `1000.0`);
   * slurm.log_user logs at info level (upstream raises: slurm.user_msg is not defined);
-  * os.exit raises a Lua error instead of ending the anchor.
+  * os.exit raises a Lua error instead of ending the anchor;
+  * a command's output line that starts with `scrun: ` is a notice for the user, said on the
+    container's stderr as it comes (scrunlib.lua.commands), not returned to the script.
 """
 
 from __future__ import annotations
@@ -76,14 +78,23 @@ class Stager:
 
     @classmethod
     def for_slurm(
-        cls, script_path: str, *, slurm_conf: str, timeout: float, srun: str | None = None
+        cls,
+        script_path: str,
+        *,
+        slurm_conf: str,
+        timeout: float,
+        srun: str | None = None,
+        tell_user: Callable[[str], None] | None = None,
     ) -> Stager:
         """Load the script to run its commands for real, against the cluster of `slurm_conf`
         (its ClusterName is slurm.CLUSTER_NAME). `srun` None: found on the first
-        remote_command. Raises LuaError as `load`."""
+        remote_command. `tell_user` gets the commands' notices (scrunlib.lua.commands).
+        Raises LuaError as `load`."""
         from scrunlib.slurm import cluster_name
 
-        runner = SubprocessRunner(slurm_conf=slurm_conf, srun=srun, timeout=timeout)
+        runner = SubprocessRunner(
+            slurm_conf=slurm_conf, srun=srun, timeout=timeout, tell_user=tell_user
+        )
         return cls.load(
             script_path, runner=runner, cluster_name=cluster_name(slurm_conf), timeout=timeout
         )

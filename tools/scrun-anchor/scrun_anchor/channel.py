@@ -6,11 +6,17 @@ the container could not start or run) is said through `ContainerStderr.say`, now
 At first that is fd 2, which the anchor shares with the container; once a container with a
 console socket's terminal is served, the anchor's own stdio becomes the null device and the
 channel writes to (a copy of) that terminal instead.
+
+scrun.lua's notices (a long first import, scrunlib.lua.commands) may come while `create`
+still waits for the stage-in: podman and docker listen to the container's stderr only once
+they start it (what it says before goes to their log alone), so the channel holds them until
+then, and `create` goes on without waiting for the rest of the stage-in.
 """
 
 from __future__ import annotations
 
 import os
+from _thread import allocate_lock  # (threading is not on the anchor's path)
 
 from scrunlib import log
 
@@ -20,11 +26,33 @@ class ContainerStderr:
 
     def __init__(self) -> None:
         self._fd = 2
+        self._held: list[str] | None = []  # notices, until the engine listens
+        self._lock = allocate_lock()  # (notices come from the stage-in's thread)
 
     def use(self, terminal: int) -> None:
         """From now on write to `terminal` (the console socket's pty; a copy of it, which
         this channel owns)."""
         self._fd = os.dup(terminal)
+
+    def notice(self, line: str) -> None:
+        """A notice of scrun.lua's commands: said now if the engine listens, else held."""
+        with self._lock:
+            if self._held is not None:
+                self._held.append(line)
+                return
+        self.say(line)
+
+    @property
+    def holding(self) -> bool:
+        """Whether notices wait for the engine to listen."""
+        return bool(self._held)
+
+    def listened(self) -> None:
+        """The engine listens from now on (it starts the container): the held notices said."""
+        with self._lock:
+            held, self._held = self._held or [], None
+        for line in held:
+            self.say(line)
 
     def say(self, line: str) -> None:
         """One line to the user."""

@@ -38,7 +38,6 @@ from scrunlib.slurm_commands import (
 )
 from scrunlib.state import Status, process_start_time, shell_exit_code
 
-from scrun_anchor.channel import ContainerStderr
 from scrun_anchor.life import Event, Phase
 from scrun_anchor.queue import QueueWatch
 
@@ -76,7 +75,7 @@ class Container:
         self.server = protocol.serving(created.server)
         self.pty_slave, self.clock = created.pty_slave, created.clock
         self.step_args = created.step_args  # SCRUN_* options for the step's srun
-        self.stderr = ContainerStderr()  # the one channel to the user
+        self.stderr = created.stderr  # the one channel to the user
         self.queue = QueueWatch(
             self.slurm,
             self.state,
@@ -219,6 +218,7 @@ class Container:
         stage-in) the container is `running` from now on, as for its engine it is, and the
         step is launched the moment the preparation is ready."""
         state = self.state
+        self.stderr.listened()  # (podman and docker read the container's stderr from now on)
         if state.status == Status.RUNNING:
             return
         if state.status != Status.CREATED:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from scrunlib.spool import Spool
     from scrunlib.state import ContainerState
 
+    from scrun_anchor.channel import ContainerStderr
     from scrun_anchor.life import Life
     from scrun_anchor.preparation import Preparation
 
@@ -38,6 +39,7 @@ class Created:
         pty_slave: int | None,
         clock: PhaseClock,
         notices: bool,
+        stderr: ContainerStderr,
     ) -> None:
         self.spool, self.life, self.state, self.bundle = spool, life, state, bundle
         self.preparation = preparation
@@ -46,3 +48,4 @@ class Created:
         self.pty_slave = pty_slave  # the console socket's pty, for the step
         self.clock = clock  # the state's phase timings
         self.notices = notices  # say on the container's stderr why its job waits
+        self.stderr = stderr  # the one channel to the user (scrun.lua's notices too)

@@ -31,6 +31,7 @@ from scrunlib.slurm import Slurm
 from scrunlib.spool import SLURM_VERSION_CACHE, dir_name
 from scrunlib.state import Status, process_start_time
 
+from scrun_anchor.channel import ContainerStderr
 from scrun_anchor.created import Created
 from scrun_anchor.life import Life, Phase
 from scrun_anchor.preparation import Preparation, require_running
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
 
 # How often create looks at salloc's messages for the id of a job Slurm has queued.
 QUEUE_CHECK_SECONDS = 0.05
+
+# How often create, waiting for a stage-in, looks whether scrun.lua has a notice for the user
+# (which only a started container's engine shows: create then goes on without waiting).
+NOTICE_CHECK_SECONDS = 0.25
 _SIGNAL_NAMES: dict[int, str] = {SIGINT: "SIGINT", SIGTERM: "SIGTERM"}
 
 
@@ -143,7 +148,8 @@ class Creation:
         for name, alike in job_options.unknown_variables(self.environ).items():
             hint = f" (did you mean {' or '.join(alike)}?)" if alike else ""
             log.info(f"ignoring unknown variable {name}{hint}")
-        stager = load_stager(self.slurm, self.site)  # broken: fails before any job exists
+        stderr = ContainerStderr()  # the one channel to the user
+        stager = load_stager(self.slurm, self.site, stderr)  # broken: fails before any job
         pty_slave = None
         if stager is None:
             userns.check_rootfs_visible(self.bundle.rootfs)
@@ -170,7 +176,7 @@ class Creation:
         )
         undo.callback(preparation.end)
         self._get_job(request, preparation)
-        self._wait(preparation)
+        self._wait(preparation, stderr)
         if preparation.error is not None:
             raise self._with_job_options(preparation)
         state.transition(Status.CREATED)
@@ -189,6 +195,7 @@ class Creation:
             pty_slave=pty_slave,
             clock=self.clock,
             notices=notices,
+            stderr=stderr,
         )
 
     def _get_job(self, request: job_options.JobRequest, preparation: Preparation) -> None:
@@ -226,10 +233,11 @@ class Creation:
             return error
         return type(error)(f"{error.message} (job options: {', '.join(asked)})")
 
-    def _wait(self, preparation: Preparation) -> None:
+    def _wait(self, preparation: Preparation, stderr: ContainerStderr) -> None:
         """Until the container is ready or preparing it failed, but no longer than it is
         quick: a job Slurm has queued returns at once (its id known), a stage-in still
-        running after the site's `create_wait` seconds goes on after `created`."""
+        running after the site's `create_wait` seconds, or one with a notice for the user
+        (`stderr` holds it until the engine listens), goes on after `created`."""
         deadline = time.monotonic() + self.site.create_wait
         while preparation.life.preparing:
             if preparation.life.phase == Phase.QUEUED:
@@ -241,9 +249,10 @@ class Creation:
                 timeout = QUEUE_CHECK_SECONDS  # salloc says so on stderr, not on the pipe
             else:
                 timeout = deadline - time.monotonic()
-                if timeout <= 0:
+                if timeout <= 0 or stderr.holding:
                     log.info("stage-in goes on after create")
                     return
+                timeout = min(timeout, NOTICE_CHECK_SECONDS)
             fd = preparation.watch()
             if fd is not None and not _readable(fd, timeout):
                 continue

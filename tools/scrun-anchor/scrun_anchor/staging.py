@@ -16,13 +16,16 @@ if TYPE_CHECKING:
     from scrunlib.slurm import Slurm
     from scrunlib.spool import Spool
 
+    from scrun_anchor.channel import ContainerStderr
 
-def load_stager(slurm: Slurm, site: SiteConfig) -> Stager | None:
-    """The site's scrun.lua, loaded (LuaError when it is broken); None when there is none."""
+
+def load_stager(slurm: Slurm, site: SiteConfig, stderr: ContainerStderr) -> Stager | None:
+    """The site's scrun.lua, loaded (LuaError when it is broken); None when there is none.
+    Its commands' notices (a long first import) go to the user on `stderr`."""
     from scrunlib.lua import find_script
 
     path = find_script(slurm.slurm_conf)
-    stager = stageout.load_stager(path, slurm.slurm_conf, site)
+    stager = stageout.load_stager(path, slurm.slurm_conf, site, tell_user=stderr.notice)
     if stager is None:
         log.verbose(f"no {path}: containers run without staging")
     return stager

@@ -33,6 +33,8 @@ from scrunlib.ownership import check_job_owner
 from scrunlib.slurm import Slurm, cluster_name
 from scrunlib.slurm_version import SlurmVersion
 
+from scrun_stage import cache
+
 EXIT_OK, EXIT_FAILED = 0, 1
 
 DESCRIPTION = """\
@@ -152,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+    cache.add_parser(commands)
     return parser
 
 
@@ -184,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     admin_output.configure("scrun-stage", _stderr_level(args.verbose))
     try:
+        if args.command == "cache":
+            return run_cache(args)
         report = run(args)
     except ScrunError as exc:  # UsageError 2, LuaLoadError 3, the others 1
         admin_output.error("scrun-stage", exc.message)
@@ -194,6 +199,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return error.exit_code
     sys.stdout.write(render_json(report) if args.format == "json" else render_text(report))
     return report.exit_status
+
+
+def run_cache(args: argparse.Namespace) -> int:
+    """`scrun-stage cache ACTION`: its report on stdout (verify's too when it fails)."""
+    script = args.script
+    if not args.scratch and not script:
+        script = find_script(siteconfig.load().slurm_conf_path(args.slurm_conf, os.environ))
+    try:
+        report, status = cache.run(args, script or "")
+    except cache.VerifyFailed as exc:
+        sys.stdout.write(exc.report)
+        raise
+    sys.stdout.write(report)
+    return status
 
 
 def run(args: argparse.Namespace) -> Report:
