@@ -129,12 +129,15 @@ def test_sacct_shows_a_stopped_containers_step_cancelled(
     cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
 ) -> None:
     """`podman stop` ends the container's step (SIGTERM, then SIGKILL for a pid 1 that
-    ignores it): Slurm records the step CANCELLED, the job with the signal."""
-    started = podman.scrun("run", "-d", IMAGE, "sleep", "300")
+    ignores it): Slurm records the step CANCELLED, the job with the signal. The stop waits
+    until that pid 1 runs: a SIGTERM that reaches the step while the node's runtime still
+    starts ends the runtime itself (0:15)."""
+    started = podman.scrun("run", "-d", IMAGE, "sh", "-c", "echo up; exec sleep 300")
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
     try:
         job_id = str(json.loads(cluster.run([SCRUN, "state", cid]).stdout)["jobId"])
+        wait_for("the container's pid 1", lambda: "up" in podman.scrun("logs", cid).stdout)
         assert podman.scrun("stop", "-t", "1", cid, timeout=60).returncode == 0
         records = final_record(cluster, job_id)
         assert records[f"{job_id}.0"][0] == "CANCELLED", records
