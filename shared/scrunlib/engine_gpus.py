@@ -20,6 +20,8 @@ podman 4.3, 5.4, 5.8 and docker 20.10, 26.1, 28.5; docs/site-guide.md, "GPUs"):
   of the job has N GPUs for the container, as a docker host gives it N. `--gpus
   device=0,1` writes what `--gpus 2` writes and is taken as that; `all` and any other ids
   are refused. The hook and docker's entry are dropped: the node's CDI spec gives the GPUs.
+  (The last entry is docker's: docker 20.10 writes none for `--gpus 0`, so an image's own,
+  a CUDA image's `all`, is read then, and refused.)
 
 Only scrun's own modules: `create` imports this, and a config without these options costs
 one pass over its environment and hooks.
