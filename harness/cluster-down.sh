@@ -15,4 +15,6 @@ stop_pidfile "$RUN/ourpid.slurmctld" slurmctld
 stop_pidfile "$RUN/ourpid.slurmdbd" slurmdbd
 stop_pidfile "$RUN/ourpid.mariadbd" mariadbd
 stop_pidfile "$RUN/ourpid.munged" munged
+# cluster-up.sh's GPU marker spec on this login host (scrun-cdi's: its guard hook says so)
+if grep -qs scrun-gpu-guard "$LOGIN_CDI_SPEC"; then rm -f "$LOGIN_CDI_SPEC"; fi
 exit 0

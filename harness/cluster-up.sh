@@ -408,6 +408,15 @@ EOF
   fi
 fi
 
+# ------------------------------------------------------------------ the engines' GPU options
+# The login host's marker spec, as a site installs it (docs/site-guide.md, "GPUs"): podman's
+# and docker's `--device nvidia.com/gpu=…` (podman 5's `--gpus`) resolve to it instead of
+# failing in the engine, and scrun refuses them in one line. Removed by cluster-down.sh.
+if [ "$GPUS" != 0 ] && [ -x "$VENV/bin/scrun-cdi" ]; then
+  mkdir -p "$(dirname "$LOGIN_CDI_SPEC")"
+  "$VENV/bin/scrun-cdi" login-spec --output "$LOGIN_CDI_SPEC" || die "scrun-cdi login-spec failed"
+fi
+
 # ------------------------------------------------------------------ exports
 "$HARNESS/env.sh" "$D" >"$tmp/env.sh"
 install -m 644 "$tmp/env.sh" "$D/env.sh"

@@ -8,7 +8,9 @@
 #                                no CRI plugin)
 #   DIR/docker/containerd.sock   containerd's socket
 #   DIR/docker/daemon.json       dockerd config (vfs, no bridge/iptables, cgroupfs, ulimits,
-#                                runtimes.scrun)
+#                                runtimes.scrun, CDI on)
+#   DIR/docker/bin/nvidia-container-runtime-hook   scrun's stub (`scrun-cdi docker-hook`),
+#                                first on dockerd's PATH: dockerd offers --gpus only with one
 #   DIR/docker/docker.sock       dockerd's socket: DOCKER_HOST=unix://DIR/docker/docker.sock
 #   DIR/docker/data  DIR/docker/exec   dockerd --data-root / --exec-root
 #   DIR/log/{containerd,dockerd}.log   DIR/run/ourpid.{containerd,dockerd}
@@ -81,7 +83,9 @@ EOF
 # defaults would fail setrlimit), no bridge, iptables rules or IP forwarding to set up or leave
 # behind (tests run with --network none), vfs (works on any filesystem, no mounts),
 # cgroupfs (PID 1 may not be systemd). deprecated-key-path: the trust key would go to
-# /etc/docker/key.json otherwise. Paths and sockets are flags (below).
+# /etc/docker/key.json otherwise. features.cdi: CDI names (`--device nvidia.com/gpu=0`)
+# resolve against the login host's marker spec (cluster-up.sh) on docker 25-27 too (on by
+# default from 28; 20.10 has no CDI and ignores it). Paths and sockets are flags (below).
 nofile="$(ulimit -Hn)"; [ "$nofile" = unlimited ] && nofile=1048576
 nproc=32768; hu="$(ulimit -Hu)"
 [ "$hu" != unlimited ] && [ "$hu" -lt "$nproc" ] && nproc="$hu"
@@ -100,16 +104,24 @@ cat >"$tmp/daemon.json" <<EOF
     "nproc": {"Name": "nproc", "Hard": $nproc, "Soft": $nproc}
   },
   "deprecated-key-path": "$DK/key.json",
+  "features": {"cdi": true},
   "runtimes": {
     "scrun": {"path": "$VENV/bin/scrun"}
   }
 }
 EOF
 
+# docker's --gpus: dockerd registers its NVIDIA device driver at start when a program named
+# nvidia-container-runtime-hook is on its PATH (below); scrun turns the driver's request
+# into its job's, as on a site's login host
+mkdir -p "$tmp/bin" "$DK/bin"
+"$VENV/bin/scrun-cdi" docker-hook --output "$tmp/bin/nvidia-container-runtime-hook"
+
 changed=0
-for f in containerd.toml daemon.json; do
+for f in containerd.toml daemon.json bin/nvidia-container-runtime-hook; do
   if ! cmp -s "$tmp/$f" "$DK/$f"; then
-    install -m 644 "$tmp/$f" "$DK/$f"; changed=1; log "wrote $DK/$f"
+    mode=644; [ -x "$tmp/$f" ] && mode=755
+    install -m "$mode" "$tmp/$f" "$DK/$f"; changed=1; log "wrote $DK/$f"
   fi
 done
 if [ "$changed" = 1 ] && { alive "$RUN/ourpid.dockerd" dockerd || alive "$RUN/ourpid.containerd" containerd; }; then
@@ -130,7 +142,7 @@ start_daemon() {
       fd="${fd##*/}"
       if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
     done
-    exec setsid env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    exec setsid env -i PATH="$DK/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
       HOME="${HOME:-/root}" LANG=C.UTF-8 "$@" </dev/null >>"$LOG/$name.log" 2>&1
   ) &
   echo $! >"$RUN/ourpid.$name"

@@ -4,10 +4,14 @@
 #
 #   cluster_paths [DIR]   sets D ETC LOG RUN STATE SPOOL SHARED MUNGE_SOCK BUNDLE CTR
 #                         REPO VENV (DIR default: $SCRUN_CLUSTER_DIR or /tmp/scrun-cluster)
+#   LOGIN_CDI_SPEC        the login host's GPU marker spec (`scrun-cdi login-spec`): podman
+#                         and docker read /etc/cdi and /var/run/cdi; the nodes, each with a
+#                         /run of its own, do not see this one
 
 HARNESS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 REPO="$(dirname "$HARNESS")"
 VENV="$REPO/.venv"
+LOGIN_CDI_SPEC=/run/cdi/scrun-gpu.json
 # Daemons live in sbin; CI and `su -` shells do not always have it on PATH.
 case ":$PATH:" in *":/usr/sbin:"*) ;; *) PATH="$PATH:/usr/sbin:/sbin" ;; esac
 export PATH

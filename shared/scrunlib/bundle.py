@@ -83,6 +83,16 @@ def load(path: str, config_file: str | None = None) -> Bundle:
     return parse(path, config, config_file)
 
 
+def with_config(bundle: Bundle, config: dict[str, Any], config_file: str) -> Bundle:
+    """`bundle` run with `config` instead of its own, written to `config_file` (outside the
+    bundle, which is the engine's), as crun's --config would name it."""
+    try:
+        write_atomically(config_file, leanjson.dumps(config))
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {config_file}: {reason(exc)}") from exc
+    return parse(bundle.path, config, config_file)
+
+
 def _expect(value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise InvalidInput(f"config.json: {where} must be {what}")

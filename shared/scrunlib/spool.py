@@ -7,6 +7,8 @@ Layout of `<root>/<container dir>/`:
   bundle/        the bundle slurmd runs (config.json + a `rootfs` link), when the given one
                  will not do as it is (scrunlib.bundle.runnable_by_slurm)
   stage.json     what scrun.lua's stage-out needs, from stage-in until stage-out has run
+  config.json    the container's config with the engine's own GPU option made its job's
+                 request (scrunlib.engine_gpus), when the engine gave one: what runs
   paused         present while `scrun pause` has the container's steps frozen
 
 The root also holds per-user caches (scrunlib.filecache), dot files that no container id
@@ -112,6 +114,10 @@ class Spool:
     @property
     def stage_file(self) -> str:
         return os.path.join(self.path, "stage.json")
+
+    @property
+    def config_file(self) -> str:
+        return os.path.join(self.path, "config.json")
 
     @property
     def paused_file(self) -> str:

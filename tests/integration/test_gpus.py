@@ -294,34 +294,121 @@ def test_a_failing_hook_fails_the_container(
 
 
 # ----------------------------------------------------------------------------- engines' GPU options
+# The login host has scrun's marker spec (`scrun-cdi login-spec`, cluster-up.sh) and dockerd
+# scrun's stub hook (`scrun-cdi docker-hook`, docker-up.sh): the engines resolve their own
+# GPU options and call scrun, which makes docker's count the job's request and refuses the
+# rest in one line naming SCRUN_GPUS_PER_NODE (scrunlib.engine_gpus).
+
+PINNED = "names GPUs of one host, which Slurm cannot pin on a node: ask for a count"
+EVERY = "asks for every GPU of one host, which Slurm cannot pin on a node: ask for a count"
 
 
-@pytest.mark.parametrize(
-    "options", [["--device", "nvidia.com/gpu=0"], ["--gpus", "1"]], ids=["cdi-name", "gpus"]
-)
-def test_podmans_own_gpu_options_are_refused_before_scrun(
-    podman: Podman, no_leftovers: Callable[..., None], options: list[str]
+def assert_refused(done: subprocess.CompletedProcess[str], refusal: str) -> None:
+    """Failed with scrun's one line: podman shows it as `scrun: MESSAGE` (the message of
+    scrun's JSON log line), docker as `OCI runtime create failed: MESSAGE: unknown`."""
+    assert done.returncode != 0, done
+    assert [line for line in done.stderr.splitlines() if refusal in line], done.stderr
+    assert done.stderr.count(refusal) == 1, done.stderr
+
+
+def podman_major(run: Callable[..., subprocess.CompletedProcess[str]]) -> int:
+    version = run("version", "--format", "{{.Client.Version}}").stdout.strip()
+    return int(version.split(".")[0])
+
+
+# (options, what scrun says; None: podman 4.3 dropped the option, the container has no GPU)
+PODMAN_OPTIONS = [
+    (["--device", "nvidia.com/gpu=0"], f"--device nvidia.com/gpu=0 (or podman's --gpus 0) "
+                                        f"{PINNED}, -e SCRUN_GPUS_PER_NODE=1"),
+    (["--device", "nvidia.com/gpu=all"], f"--device nvidia.com/gpu=all (or podman's --gpus "
+                                          f"all) {EVERY}, -e SCRUN_GPUS_PER_NODE=N"),
+    (["--gpus", "1"], f"--device nvidia.com/gpu=1 (or podman's --gpus 1) {PINNED}, "
+                      "-e SCRUN_GPUS_PER_NODE=1"),
+    (["--gpus", "all"], f"--device nvidia.com/gpu=all (or podman's --gpus all) {EVERY}, "
+                        "-e SCRUN_GPUS_PER_NODE=N"),
+]  # fmt: skip
+
+
+def check_podman_option(
+    run: Callable[..., subprocess.CompletedProcess[str]], options: list[str], refusal: str
 ) -> None:
-    """podman resolves CDI names on the login host (podman 5 turns --gpus into
-    nvidia.com/gpu=N too), which has no GPU and no spec: it refuses before calling scrun, so
-    no job is made; SCRUN_GPUS is the way (docs/site-guide.md, GPUs). podman 4.3 takes
-    --gpus and drops it: the container runs with no GPU."""
-    done = podman_run(podman, *options, IMAGE, "sh", "-c", REPORT)
-    if done.returncode == 0:
-        assert options == ["--gpus", "1"], done
+    done = run("run", "--rm", *options, IMAGE, "sh", "-c", REPORT)
+    if options[0] == "--gpus" and podman_major(run) < 5:
+        # podman 4.3 takes --gpus and drops it: nothing of it reaches scrun
+        assert done.returncode == 0, done
         assert_none(report(done.stdout))
-    else:
-        assert "unresolvable CDI devices nvidia.com/gpu=" in done.stderr, done
+        return
+    assert_refused(done, refusal)
 
 
 @pytest.mark.parametrize(
-    "options", [["--device", "nvidia.com/gpu=0"], ["--gpus", "1"]], ids=["cdi-name", "gpus"]
+    ("options", "refusal"), PODMAN_OPTIONS, ids=["0", "all", "gpus-1", "gpus-all"]
 )
-def test_dockers_own_gpu_options_are_refused_before_scrun(
-    docker: Docker, no_leftovers: Callable[..., None], options: list[str]
+def test_root_podmans_own_gpu_options_reach_scrun_and_are_refused(
+    podman: Podman, no_leftovers: Callable[..., None], options: list[str], refusal: str
 ) -> None:
-    """dockerd refuses both on the login host: --gpus needs a device driver there (the
-    NVIDIA container toolkit), a CDI name a spec (docker 20.10 takes it for a path)."""
+    """A CDI name is one host's device (podman 5's --gpus N is nvidia.com/gpu=N, GPU N, not
+    N GPUs): Slurm picks a node's GPUs itself, so scrun refuses it before it makes anything."""
+    check_podman_option(podman.scrun, options, refusal)
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"), PODMAN_OPTIONS, ids=["0", "all", "gpus-1", "gpus-all"]
+)
+def test_rootless_podmans_own_gpu_options_reach_scrun_and_are_refused(
+    users: tuple[User, User], no_leftovers: Callable[..., None], options: list[str], refusal: str
+) -> None:
+    check_podman_option(users[0].podman, options, refusal)
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_dockers_gpus_count_is_the_jobs_gpus_per_node(
+    docker: Docker, no_leftovers: Callable[..., None], count: int
+) -> None:
+    """dockerd's NVIDIA driver (the stub on its PATH) writes --gpus N as a hook and
+    NVIDIA_VISIBLE_DEVICES=0,…,N-1; scrun drops both and asks for N GPUs on the node, which
+    the node's CDI spec gives the container."""
+    script = REPORT + 'echo "request=$SCRUN_GPUS_PER_NODE"'
+    done = docker("run", "--rm", "--runtime", "scrun", "--gpus", str(count), IMAGE,
+                  "sh", "-c", script, timeout=180)  # fmt: skip
+    assert done.returncode == 0, done
+    seen = report(done.stdout)
+    assert_given(seen, count)
+    assert seen["request"] == str(count), seen
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        (["--gpus", "all"], "docker's --gpus all asks for every GPU of one host, which Slurm "
+                            "cannot pin on a node: ask for a count, --gpus N or "
+                            "-e SCRUN_GPUS_PER_NODE=N"),
+        (["--gpus", "device=1"], "docker's --gpus device=1 asks for GPUs of one host by their "
+                                 "ids, which Slurm cannot pin on a node: ask for a count, "
+                                 "--gpus N or -e SCRUN_GPUS_PER_NODE=N"),
+        (["--gpus", "1", "-e", "SCRUN_GPUS=1"], "docker's --gpus 1 and SCRUN_GPUS=1 both ask "
+                                                "for GPUs: give one"),
+    ],
+    ids=["all", "device", "both"],
+)  # fmt: skip
+def test_dockers_other_gpu_requests_are_refused(
+    docker: Docker, no_leftovers: Callable[..., None], options: list[str], refusal: str
+) -> None:
     done = docker("run", "--rm", "--runtime", "scrun", *options, IMAGE, "true", timeout=120)
-    assert done.returncode == 125, done
-    assert re.search(r"could not select device driver|CDI|not an absolute path", done.stderr), done
+    assert_refused(done, refusal)
+
+
+def test_dockers_cdi_name_is_refused_by_scrun_where_docker_has_cdi(
+    docker: Docker, no_leftovers: Callable[..., None]
+) -> None:
+    """docker ≥ 25 with CDI on resolves the name against the marker spec; docker 20.10's
+    client takes it for a device path and refuses it itself, before dockerd."""
+    done = docker("run", "--rm", "--runtime", "scrun", "--device", "nvidia.com/gpu=0",
+                  IMAGE, "true", timeout=120)  # fmt: skip
+    server = docker("version", "--format", "{{.Server.Version}}").stdout.strip()
+    if int(server.split(".")[0]) < 25:
+        assert done.returncode == 125 and "is not an absolute path" in done.stderr, done
+        return
+    assert_refused(
+        done, f"--device nvidia.com/gpu=0 (or podman's --gpus 0) {PINNED}, -e SCRUN_GPUS_PER_NODE=1"
+    )

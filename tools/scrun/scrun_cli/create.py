@@ -13,6 +13,7 @@ import os
 import time
 
 from scrunlib import bundle as bundles
+from scrunlib import engine_gpus
 from scrunlib.errors import InvalidInput, ScrunError
 from scrunlib.launch import Launch, anchor_logging, read_report
 from scrunlib.options import Opt, one_id, parse, usage_text
@@ -85,9 +86,13 @@ def create_container(
                 "process.terminal is true but stdin is not a terminal and no --console-socket "
                 "was given"
             )
+    # refused before anything is made; a request becomes the config that runs
+    engine_config = engine_gpus.engine_request(bundle, os.environ)
     spool.create()
     read_end, write_end = os.pipe()  # the anchor's report
     try:
+        if engine_config is not None:
+            bundle = bundles.with_config(bundle, engine_config, spool.config_file)
         state = ContainerState(
             id=container_id,
             bundle=bundle.path,
