@@ -8,14 +8,17 @@ decoded with surrogateescape and re-encoded the same way, so odd bytes survive t
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable
-from typing import Any
 
 from lupa import lua54
 
+from scrunlib import leanjson
 from scrunlib.lua import yamlconv
+
+TYPE_CHECKING = False  # the anchor imports this module: no typing (lint_tree/hotpath.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 JSON_MAX_DEPTH = 16  # as Slurm's data_t conversion
 _INT64 = range(-(2**63), 2**63)
@@ -116,10 +119,14 @@ class JsonCodec:
 
 
 def _parse_json(text: str) -> Any:
+    import json  # only when the script calls slurm.from_json
+
     return json.loads(text, parse_constant=_reject_constant)
 
 
 def _dump_json(data: Any) -> str:
+    import json  # only when the script calls slurm.to_json
+
     return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True)
 
 
@@ -183,7 +190,7 @@ def describe(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, bytes):
-        return json.dumps(decode(value))
+        return leanjson.encode_string(decode(value))
     if isinstance(value, int | float):
         return lua_number_text(value)
     return lua_type(value)
