@@ -119,15 +119,21 @@ class JsonCodec:
 
 
 def _parse_json(text: str) -> Any:
-    import json  # only when the script calls slurm.from_json
+    """json.loads' value, without json's import for a good document (leanjson reads those
+    as json.loads does). NaN and Infinity are refused, as Slurm's parser refuses them. What
+    leanjson refuses goes to json.loads: its own message, or the value of a document nested
+    deeper than leanjson reads."""
+    try:
+        return leanjson.loads(text, allow_constants=False)
+    except (ValueError, RecursionError):
+        pass
+    import json
 
     return json.loads(text, parse_constant=_reject_constant)
 
 
 def _dump_json(data: Any) -> str:
-    import json  # only when the script calls slurm.to_json
-
-    return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True)
+    return leanjson.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
 
 
 def _reject_constant(name: str) -> object:
