@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-from lupa import lua54
+# Not `from lupa import lua54`: that goes through lupa's module __getattr__, which imports re.
+import lupa.lua54 as lua54
 
 from scrunlib import leanjson
 from scrunlib.lua import yamlconv

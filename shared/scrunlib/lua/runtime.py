@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 import time
 
-from lupa import lua54
+# Not `from lupa import lua54` (re: scrunlib.lua.convert).
+import lupa.lua54 as lua54
 
 from scrunlib import log
 from scrunlib.errors import LuaLoadError, reason

@@ -55,6 +55,9 @@ class HotPath:
     commands: str  # what podman or docker waits for
     entries: tuple[str, ...]  # the modules those commands import first
     allowed: frozenset[str]  # the standard modules allowed beyond the interpreter's start
+    # Third-party modules the path cannot do without: each, its packages, and whatever it
+    # imports itself (which is not ours to trim; the run-time test leaves that out).
+    libraries: tuple[str, ...] = ()
 
 
 HOT_PATHS = (
@@ -70,6 +73,24 @@ HOT_PATHS = (
         ("scrun_cli.main", "scrun_cli.start", "scrun_cli.kill", "scrun_cli.delete"),
         frozenset({"_socket"}),
     ),
+    # A site's scrun.lua, which the anchor loads before any job (scrun_anchor.staging's
+    # load_stager: scrunlib.lua.stage, then the runtime and the error table in functions),
+    # in every container's anchor for its whole life. Beyond the anchor's own: lupa, the Lua
+    # it runs (with its own imports: contextlib, collections, functools, zlib), and math,
+    # which is built into the interpreter (no file to read).
+    HotPath(
+        "the anchor with a site's scrun.lua, until `created`",
+        (
+            "scrun_cli.main",
+            "scrun_cli.create",
+            "scrun_anchor.main",
+            "scrunlib.lua.stage",
+            "scrunlib.lua.runtime",
+            "scrunlib.lua.errcodes",
+        ),
+        frozenset({"_socket", "grp", "pwd", "math"}),
+        libraries=("lupa.lua54",),
+    ),
 )
 
 
@@ -80,4 +101,5 @@ def allowed(path: HotPath, module: str, at_start: set[str]) -> bool:
         or module in ALWAYS_ALLOWED
         or module in path.allowed
         or module in at_start
+        or any(f"{library}.".startswith(f"{module}.") for library in path.libraries)
     )
