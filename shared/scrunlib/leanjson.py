@@ -10,11 +10,11 @@ interpreter module (`_json`'s scanner takes a context object whose fields change
 CPython versions).
 
 `loads` accepts exactly what json.loads accepts (RFC 8259 plus NaN, Infinity and -Infinity,
-as json.loads does) and returns the same values; anything else is one ValueError, never
-another exception, whatever the input (the unit tests compare both on generated and
-mutated documents). `dumps` writes the values a state file holds (dict with str keys, list,
-tuple, str, int, finite float, bool, None) the way json.dumps writes them with the same
-`indent`.
+as json.loads does, unless told not to) and returns the same values; anything else is one
+ValueError, never another exception, whatever the input (the unit tests compare both on
+generated and mutated documents). `dumps` writes the values a state file holds (dict with
+str keys, list, tuple, str, int, finite float, bool, None) the way json.dumps writes them
+with the same `indent`, `sort_keys` and `ensure_ascii`.
 """
 
 from __future__ import annotations
@@ -36,15 +36,19 @@ _CONSTANTS = {
     "Infinity": float("inf"),
     "-Infinity": float("-inf"),
 }
+# The words a value may be; without NaN and Infinity when they are refused.
+_WORDS = ("null", "true", "false", "NaN", "Infinity")
+_PLAIN_WORDS = _WORDS[:3]
 # Deeper documents are refused (json.loads fails there with RecursionError instead).
 MAX_DEPTH = 200
 
 
-def loads(text: str) -> Any:
-    """The value of one JSON document; ValueError when it is not one."""
+def loads(text: str, allow_constants: bool = True) -> Any:
+    """The value of one JSON document; ValueError when it is not one. `allow_constants`
+    False: NaN, Infinity and -Infinity are refused too (what RFC 8259 says)."""
     if not isinstance(text, str):
         raise ValueError(f"JSON text must be str, not {type(text).__name__}")
-    parser = _Parser(text)
+    parser = _Parser(text, _WORDS if allow_constants else _PLAIN_WORDS)
     value = parser.value(parser.skip(0), 0)
     end = parser.skip(parser.pos)
     if end != len(text):
@@ -55,10 +59,11 @@ def loads(text: str) -> Any:
 class _Parser:
     """A recursive descent over `text`; `pos` is where the last value ended."""
 
-    __slots__ = ("pos", "text")
+    __slots__ = ("pos", "text", "words")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, words: tuple[str, ...]) -> None:
         self.text = text
+        self.words = words
         self.pos = 0
 
     def skip(self, pos: int) -> int:
@@ -82,11 +87,11 @@ class _Parser:
         if char == "[":
             return self.array(pos + 1, depth + 1)
         if char == "-" or char in _DIGITS:
-            if text.startswith("-Infinity", pos):
+            if text.startswith("-Infinity", pos) and "Infinity" in self.words:
                 self.pos = pos + 9
                 return _CONSTANTS["-Infinity"]
             return self.number(pos)
-        for word in ("null", "true", "false", "NaN", "Infinity"):
+        for word in self.words:
             if text.startswith(word, pos):
                 self.pos = pos + len(word)
                 return _CONSTANTS[word]
@@ -210,9 +215,12 @@ def _run(text: str, pos: int, chars: str) -> int:
     return pos
 
 
-def dumps(value: Any, indent: int | None = None) -> str:
-    """`value` as json.dumps(value, indent=indent) writes it (ASCII, keys in their order)."""
-    return _encode(value, indent, 0)
+def dumps(
+    value: Any, indent: int | None = None, *, sort_keys: bool = False, ensure_ascii: bool = True
+) -> str:
+    """`value` as json.dumps(value, indent=indent, sort_keys=sort_keys,
+    ensure_ascii=ensure_ascii) writes it."""
+    return _Encoder(indent, sort_keys, ensure_ascii).encode(value, 0)
 
 
 # What json.dumps writes for the characters it escapes by name; others below 0x20 and
@@ -221,16 +229,22 @@ _NAMED_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t
 _NAMED_ESCAPES.update({"\b": "\\b", "\f": "\\f"})
 
 
-def encode_string(text: str) -> str:
-    """`text` as a JSON string literal, ASCII only (json.dumps' ensure_ascii)."""
-    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+def encode_string(text: str, ensure_ascii: bool = True) -> str:
+    """`text` as a JSON string literal as json.dumps writes it: ASCII only (ensure_ascii),
+    or with only `"`, `\\` and the control characters below 0x20 escaped."""
+    if (
+        (text.isascii() or not ensure_ascii)
+        and text.isprintable()
+        and '"' not in text
+        and "\\" not in text
+    ):
         return f'"{text}"'
     out = []
     for char in text:
         named = _NAMED_ESCAPES.get(char)
         if named is not None:
             out.append(named)
-        elif " " <= char <= "~":
+        elif " " <= char <= "~" or (char > "~" and not ensure_ascii):
             out.append(char)
         else:
             code = ord(char)
@@ -242,36 +256,50 @@ def encode_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def _encode(value: Any, indent: int | None, depth: int) -> str:
-    if isinstance(value, str):
-        return encode_string(value)
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int):
-        return int.__repr__(value)
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"{value} is not a JSON number")  # as json.dumps(allow_nan=False)
-        return float.__repr__(value)
-    if isinstance(value, dict):
-        if not all(isinstance(key, str) for key in value):
-            raise TypeError("JSON object keys must be str here")
-        items = [f"{encode_string(k)}: {_encode(v, indent, depth + 1)}" for k, v in value.items()]
-        return _container("{", items, "}", indent, depth)
-    if isinstance(value, (list, tuple)):
-        items = [_encode(item, indent, depth + 1) for item in value]
-        return _container("[", items, "]", indent, depth)
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+class _Encoder:
+    """json.dumps' choices for one call, and the values they are applied to."""
 
+    __slots__ = ("ensure_ascii", "indent", "sort_keys")
 
-def _container(opening: str, items: list[str], closing: str, indent: int | None, depth: int) -> str:
-    if not items:
-        return opening + closing
-    if indent is None:
-        return opening + ", ".join(items) + closing
-    inner = "\n" + " " * (indent * (depth + 1))
-    return opening + inner + ("," + inner).join(items) + "\n" + " " * (indent * depth) + closing
+    def __init__(self, indent: int | None, sort_keys: bool, ensure_ascii: bool) -> None:
+        self.indent = indent
+        self.sort_keys = sort_keys
+        self.ensure_ascii = ensure_ascii
+
+    def encode(self, value: Any, depth: int) -> str:
+        if isinstance(value, str):
+            return encode_string(value, self.ensure_ascii)
+        if value is None:
+            return "null"
+        if value is True:
+            return "true"
+        if value is False:
+            return "false"
+        if isinstance(value, int):
+            return int.__repr__(value)
+        if isinstance(value, float):
+            if value != value or value in (float("inf"), float("-inf")):
+                raise ValueError(f"{value} is not a JSON number")  # json.dumps(allow_nan=False)
+            return float.__repr__(value)
+        if isinstance(value, dict):
+            if not all(isinstance(key, str) for key in value):
+                raise TypeError("JSON object keys must be str here")
+            pairs = sorted(value.items()) if self.sort_keys else value.items()
+            items = [
+                f"{encode_string(k, self.ensure_ascii)}: {self.encode(v, depth + 1)}"
+                for k, v in pairs
+            ]
+            return self.container("{", items, "}", depth)
+        if isinstance(value, (list, tuple)):
+            items = [self.encode(item, depth + 1) for item in value]
+            return self.container("[", items, "]", depth)
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+    def container(self, opening: str, items: list[str], closing: str, depth: int) -> str:
+        indent = self.indent
+        if not items:
+            return opening + closing
+        if indent is None:
+            return opening + ", ".join(items) + closing
+        inner = "\n" + " " * (indent * (depth + 1))
+        return opening + inner + ("," + inner).join(items) + "\n" + " " * (indent * depth) + closing

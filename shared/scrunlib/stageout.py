@@ -61,10 +61,8 @@ class PendingStageOut:
         self.script, self.slurm_conf = script, slurm_conf
 
     def save(self, spool: Spool) -> None:
-        from dataclasses import asdict
-
         record = {
-            "context": asdict(self.context),
+            "context": self.context.as_dict(),
             "bundle": self.bundle,
             "root_path": self.root_path,
             "script": self.script,

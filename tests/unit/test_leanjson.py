@@ -1,6 +1,7 @@
 """leanjson reads and writes what json does, for the values a state file holds."""
 
 import json
+from typing import Any
 
 import pytest
 from scrunlib import leanjson
@@ -26,10 +27,19 @@ VALUES = [
 ]
 
 
+# json.dumps' choices leanjson.dumps makes as it does (slurm.to_json: indent 2, both True/False).
+CHOICES: list[dict[str, Any]] = [
+    {"indent": indent, "sort_keys": sort_keys, "ensure_ascii": ensure_ascii}
+    for indent in (None, 2, 4)
+    for sort_keys in (False, True)
+    for ensure_ascii in (True, False)
+]
+
+
 @pytest.mark.parametrize("value", VALUES)
-@pytest.mark.parametrize("indent", [None, 2, 4])
-def test_dumps_writes_what_json_writes(value, indent):
-    assert leanjson.dumps(value, indent=indent) == json.dumps(value, indent=indent)
+@pytest.mark.parametrize("choices", CHOICES, ids=str)
+def test_dumps_writes_what_json_writes(value, choices):
+    assert leanjson.dumps(value, **choices) == json.dumps(value, **choices)
 
 
 @pytest.mark.parametrize("value", VALUES)
@@ -163,6 +173,16 @@ def test_loads_agrees_with_json_on_edge_cases(text):
     assert _same(text)
 
 
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "[1, NaN]", '{"a": Infinity}'])
+def test_loads_refuses_the_constants_when_told_to(text):
+    """As json.loads with a parse_constant that raises (slurm.from_json): no other value
+    changes, 1e400 is still infinite."""
+    assert leanjson.loads(text) is not None
+    with pytest.raises(ValueError):
+        leanjson.loads(text, allow_constants=False)
+    assert leanjson.loads("[1e400, -1, null]", allow_constants=False) == [float("inf"), -1, None]
+
+
 def test_deep_nesting_is_a_value_error():
     """json.loads raises RecursionError there; leanjson refuses it as bad input."""
     with pytest.raises(ValueError, match="nested deeper"):
@@ -182,5 +202,5 @@ def test_dumps_agrees_with_json_on_generated_values(seed):
     rng = random.Random(seed)
     for _ in range(500):
         value = _random_value(rng)
-        for indent in (None, 2):
-            assert leanjson.dumps(value, indent=indent) == json.dumps(value, indent=indent)
+        for choices in CHOICES:
+            assert leanjson.dumps(value, **choices) == json.dumps(value, **choices)

@@ -236,6 +236,32 @@ def test_from_json_errors(tmp_path: Path) -> None:
     assert_ok(stage_in(tmp_path, body))
 
 
+def test_from_json_refuses_with_json_loads_messages(tmp_path: Path) -> None:
+    """Good documents are read without json (scrunlib.leanjson); the rest goes to json.loads,
+    so a failure says what json.loads says, and a document nested deeper than leanjson reads
+    is still read."""
+    texts = ["{not json", "NaN", "[1, -Infinity]", '{"a": 1,}', "[" * 300 + "]" * 300]
+    calls = "\n".join(
+        f"ok, err = pcall(slurm.from_json, [==[{text}]==])\nslurm.log_info(ok and 'read' or err)"
+        for text in texts
+    )
+    result = stage_in(tmp_path, f"local ok, err\n{calls}\nreturn 0")
+    assert_ok(result)
+
+    def refuse(name: str) -> object:
+        raise ValueError(f"{name} is not valid JSON")
+
+    expected = []
+    for text in texts:
+        try:
+            json.loads(text, parse_constant=refuse)
+        except ValueError as exc:
+            expected.append(f"Conversion from application/json failed: {exc}")
+        else:
+            expected.append("read")
+    assert [record.message for record in result.logs] == expected
+
+
 @pytest.mark.parametrize("module", ["json", "cjson"])
 def test_require_json_modules_round_trip(tmp_path: Path, module: str) -> None:
     body = f"""

@@ -6,16 +6,21 @@ scrun-lua-check (to know what exists and how many arguments each call takes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import AnyStr
-
 from scrunlib import log
 
+TYPE_CHECKING = False  # the anchor imports this module: no typing (lint_tree/hotpath.py)
+if TYPE_CHECKING:
+    from typing import AnyStr
 
-@dataclass(frozen=True)
+
 class Hook:
-    name: str
-    params: tuple[str, ...]
+    """One of the functions scrun calls in the script, and its parameters' names."""
+
+    __slots__ = ("name", "params")
+
+    def __init__(self, name: str, params: tuple[str, ...]) -> None:
+        self.name = name
+        self.params = params
 
 
 STAGE_IN = Hook(
@@ -51,13 +56,15 @@ def shebang_length(source: AnyStr) -> int:
     return len(source) if newline < 0 else newline
 
 
-@dataclass(frozen=True)
 class Function:
     """A `slurm.<name>` function: how many arguments a call may plausibly pass."""
 
-    name: str
-    min_args: int
-    max_args: int | None  # None: variadic (format functions)
+    __slots__ = ("max_args", "min_args", "name")
+
+    def __init__(self, name: str, min_args: int, max_args: int | None) -> None:
+        self.name = name
+        self.min_args = min_args
+        self.max_args = max_args  # None: variadic (format functions)
 
 
 FUNCTIONS: dict[str, Function] = {

@@ -23,15 +23,20 @@ leaves the line in the output, where it does no harm.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
 
 from scrunlib import processes, siteconfig
 from scrunlib.errors import ScrunError
-from scrunlib.lua.records import CommandKind
 from scrunlib.state import shell_exit_code
 from scrunlib.userns import with_all_user_ids
+
+TYPE_CHECKING = False  # the anchor imports this module: no typing (lint_tree/hotpath.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from scrunlib.lua.records import CommandKind
+
+    # What a RecordingRunner answers a command with: (exit status, output).
+    Responder = Callable[[CommandKind, str], tuple[int, str]]
 
 # Exit status reported when the command itself could not be started (a shell says the same).
 NOT_RUNNABLE = 127
@@ -49,22 +54,25 @@ class CommandTimeout(Exception):
         self.output = output
 
 
-class CommandRunner(Protocol):
+class CommandRunner:
     """Runs the two kinds of scrun.lua commands. Returns (exit status, stdout+stderr).
 
     `env` is the complete environment for the child (the job env, or the anchor's own when
-    the job env is empty). Raise `CommandTimeout` when `timeout` seconds pass.
+    the job env is empty). Raise `CommandTimeout` when `timeout` seconds pass. (A base
+    class, not a typing.Protocol: lint_tree/hotpath.py.)
     """
+
+    __slots__ = ()
 
     def allocator(self, script: str, env: Mapping[str, str], timeout: float) -> tuple[int, str]:
         """`/bin/sh -c SCRIPT` on this host."""
-        ...
+        raise NotImplementedError
 
     def remote(
         self, script: str, env: Mapping[str, str], job_id: int, timeout: float
     ) -> tuple[int, str]:
         """`/bin/sh -c SCRIPT` as a step of `job_id` (one task per node)."""
-        ...
+        raise NotImplementedError
 
 
 def command_env(job_env: Sequence[str]) -> dict[str, str]:
@@ -79,10 +87,12 @@ def command_env(job_env: Sequence[str]) -> dict[str, str]:
     return command_environment(os.environ, {})
 
 
-class SubprocessRunner:
+class SubprocessRunner(CommandRunner):
     """Runs commands for real. `slurm_conf` is exported as SLURM_CONF to srun; `timeout`
     caps every command (the Lua runtime passes what is left of the hook's time, which may be
     less). `srun` defaults to the site's srun, looked up on first use."""
+
+    __slots__ = ("_srun", "slurm_conf", "tell_user", "timeout")
 
     def __init__(
         self,
@@ -155,25 +165,39 @@ def run_command(
     return shell_exit_code(code), out
 
 
-@dataclass
 class RecordedCall:
-    kind: CommandKind
-    script: str
-    env: dict[str, str]
-    job_id: int | None
-    timeout: float
+    """One command a RecordingRunner was asked to run (`job_id` None: an allocator command)."""
+
+    __slots__ = ("env", "job_id", "kind", "script", "timeout")
+
+    def __init__(
+        self,
+        kind: CommandKind,
+        script: str,
+        env: dict[str, str],
+        job_id: int | None,
+        timeout: float,
+    ) -> None:
+        self.kind = kind
+        self.script = script
+        self.env = env
+        self.job_id = job_id
+        self.timeout = timeout
 
 
-Responder = Callable[[CommandKind, str], tuple[int, str]]
+def _succeed(kind: CommandKind, script: str) -> tuple[int, str]:
+    return 0, ""
 
 
-@dataclass
-class RecordingRunner:
+class RecordingRunner(CommandRunner):
     """Runs nothing: remembers each call and answers with `responder` (default: success,
     no output). For dry runs, where a script's commands must be seen but not executed."""
 
-    responder: Responder = field(default=lambda kind, script: (0, ""))
-    calls: list[RecordedCall] = field(default_factory=list)
+    __slots__ = ("calls", "responder")
+
+    def __init__(self, responder: Responder = _succeed) -> None:
+        self.responder = responder
+        self.calls: list[RecordedCall] = []
 
     def allocator(self, script: str, env: Mapping[str, str], timeout: float) -> tuple[int, str]:
         self.calls.append(RecordedCall("allocator", script, dict(env), None, timeout))

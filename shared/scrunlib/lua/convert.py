@@ -8,14 +8,18 @@ decoded with surrogateescape and re-encoded the same way, so odd bytes survive t
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable
-from typing import Any
 
-from lupa import lua54
+# Not `from lupa import lua54`: that goes through lupa's module __getattr__, which imports re.
+import lupa.lua54 as lua54
 
+from scrunlib import leanjson
 from scrunlib.lua import yamlconv
+
+TYPE_CHECKING = False  # the anchor imports this module: no typing (lint_tree/hotpath.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 JSON_MAX_DEPTH = 16  # as Slurm's data_t conversion
 _INT64 = range(-(2**63), 2**63)
@@ -116,11 +120,21 @@ class JsonCodec:
 
 
 def _parse_json(text: str) -> Any:
+    """json.loads' value, without json's import for a good document (leanjson reads those
+    as json.loads does). NaN and Infinity are refused, as Slurm's parser refuses them. What
+    leanjson refuses goes to json.loads: its own message, or the value of a document nested
+    deeper than leanjson reads."""
+    try:
+        return leanjson.loads(text, allow_constants=False)
+    except (ValueError, RecursionError):
+        pass
+    import json
+
     return json.loads(text, parse_constant=_reject_constant)
 
 
 def _dump_json(data: Any) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True)
+    return leanjson.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
 
 
 def _reject_constant(name: str) -> object:
@@ -183,7 +197,7 @@ def describe(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, bytes):
-        return json.dumps(decode(value))
+        return leanjson.encode_string(decode(value))
     if isinstance(value, int | float):
         return lua_number_text(value)
     return lua_type(value)

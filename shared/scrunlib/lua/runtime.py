@@ -14,18 +14,15 @@ numbers, JSON) is scrunlib.lua.convert.
 from __future__ import annotations
 
 import math
-import re
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NoReturn
 
-from lupa import lua54
+# Not `from lupa import lua54` (re: scrunlib.lua.convert).
+import lupa.lua54 as lua54
 
 from scrunlib import log
 from scrunlib.errors import LuaLoadError, reason
 from scrunlib.lua import api
-from scrunlib.lua.commands import CommandRunner, CommandTimeout, command_env
+from scrunlib.lua.commands import CommandTimeout, command_env
 from scrunlib.lua.convert import (
     JsonCodec,
     Refused,
@@ -37,8 +34,16 @@ from scrunlib.lua.convert import (
     lua_type,
     to_number,
 )
-from scrunlib.lua.records import CommandKind, CommandRecord, LogRecord, StageResult
+from scrunlib.lua.records import CommandRecord, LogRecord, StageResult
 from scrunlib.timestr import INVALID, time_str2mins
+
+TYPE_CHECKING = False  # the anchor imports this module: no typing (lint_tree/hotpath.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any, NoReturn
+
+    from scrunlib.lua.commands import CommandRunner
+    from scrunlib.lua.records import CommandKind
 
 # How often (in Lua VM instructions) a running hook checks its deadline: often enough to stop a
 # runaway loop within milliseconds, rarely enough to cost nothing measurable.
@@ -126,27 +131,31 @@ return run, compile, marks
 """
 
 
-@dataclass
 class Paths:
     """What `set_bundle_path` / `set_root_path` change. The stager sets the originals before a
     hook and reads the current values after it."""
 
-    bundle: str = ""
-    root_path: str = ""
-    orig_bundle: str | None = None
-    orig_root_path: str = ""
+    __slots__ = ("bundle", "orig_bundle", "orig_root_path", "root_path")
+
+    def __init__(self) -> None:
+        self.bundle = ""
+        self.root_path = ""
+        self.orig_bundle: str | None = None
+        self.orig_root_path = ""
 
 
-@dataclass
 class _Call:
     """State of the Lua code running right now (top-level chunk or one hook)."""
 
-    what: str
-    env: dict[str, str]
-    job_id: int | None  # None while the chunk loads: only the hooks have a job
-    deadline: float
-    commands: list[CommandRecord] = field(default_factory=list)
-    logs: list[LogRecord] = field(default_factory=list)
+    __slots__ = ("commands", "deadline", "env", "job_id", "logs", "what")
+
+    def __init__(self, what: str, env: dict[str, str], job_id: int | None, deadline: float) -> None:
+        self.what = what
+        self.env = env
+        self.job_id = job_id  # None while the chunk loads: only the hooks have a job
+        self.deadline = deadline
+        self.commands: list[CommandRecord] = []
+        self.logs: list[LogRecord] = []
 
     @property
     def in_hook(self) -> bool:
@@ -303,7 +312,9 @@ class LuaScript:
         return False, None, message, traceback
 
     def _full_path(self, text: str) -> str:
-        """Lua shortens chunk names past 60 characters to `...<tail>`: put the path back."""
+        """Lua shortens chunk names past 60 characters to `...<tail>`: put the path back.
+        (Only failures have positions to restore: `re` is imported for them.)"""
+        import re
 
         def restore(match: re.Match[str]) -> str:
             return self.path if self.path.endswith(match.group(1)) else match.group(0)

@@ -20,15 +20,16 @@ page's example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
-
 from scrunlib.lua import api, find_script
 from scrunlib.lua.commands import CommandRunner, RecordingRunner, SubprocessRunner
 from scrunlib.lua.records import CommandRecord, LogRecord, StageContext, StageResult
 from scrunlib.siteconfig import DEFAULT_LUA_TIMEOUT
 
+TYPE_CHECKING = False  # the anchor imports this module: no typing (lint_tree/hotpath.py)
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
     from scrunlib.lua.runtime import LuaScript
 
 # The records and runners are re-exported: a stage caller needs nothing else from this package.
@@ -48,6 +49,8 @@ __all__ = [
 class Stager:
     """One loaded scrun.lua. Keep it for the container's life: globals set by the script at
     load time or in stage_in are still there in stage_out, as upstream."""
+
+    __slots__ = ("_script", "_staged")
 
     def __init__(self, script: LuaScript) -> None:
         self._script = script

@@ -9,8 +9,9 @@ is imported on the first call only.
 
 from __future__ import annotations
 
-import datetime
-from typing import Any
+TYPE_CHECKING = False  # the anchor imports this module: no typing (lint_tree/hotpath.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def loads(text: str) -> Any:
@@ -33,6 +34,8 @@ def dumps(data: Any) -> str:
 
 
 def _plain(value: Any) -> Any:
+    import datetime  # what PyYAML makes of a date; yaml has imported it
+
     if isinstance(value, dict):
         return {_key(key): _plain(item) for key, item in value.items()}
     if isinstance(value, list):

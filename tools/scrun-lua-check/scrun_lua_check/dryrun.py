@@ -22,6 +22,7 @@ from scrunlib import jobenv, log
 from scrunlib.errors import LuaError, ScrunError, UsageError
 from scrunlib.lua.stage import (
     CommandRunner,
+    LogRecord,
     RecordingRunner,
     StageContext,
     Stager,
@@ -57,17 +58,25 @@ class FileWrite:
         return {"path": self.path, "size": self.size, "config_changes": changes}
 
 
-@dataclass
 class Phase(StageResult):
     """Loading the chunk (`hook` "load"), stage_in or stage_out, and what the sandbox saw."""
 
-    effects: list[SideEffect] = field(default_factory=list)
-    writes: list[FileWrite] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # suspicious things seen, not failures
+    __slots__ = ("effects", "notes", "writes")
+
+    def __init__(
+        self, hook: str, ok: bool, status: int, message: str, logs: list[LogRecord] | None = None
+    ) -> None:
+        super().__init__(hook, ok, status, message, logs=logs)
+        self.effects: list[SideEffect] = []
+        self.writes: list[FileWrite] = []
+        self.notes: list[str] = []  # suspicious things seen, not failures
 
     @classmethod
     def of(cls, result: StageResult) -> Phase:
-        return cls(**vars(result))
+        phase = cls(result.hook, result.ok, result.status, result.message)
+        for name in StageResult.__slots__:
+            setattr(phase, name, getattr(result, name))
+        return phase
 
     @property
     def name(self) -> str:
@@ -79,11 +88,12 @@ class Phase(StageResult):
         return self.message + (f"\n{self.traceback}" if self.traceback else "")
 
     def as_dict(self) -> dict[str, object]:
-        data = asdict(self)
+        data = super().as_dict()
         del data["hook"], data["traceback"]
         data["message"] = self.details
+        data["effects"] = [asdict(effect) for effect in self.effects]
         data["writes"] = [write.as_dict() for write in self.writes]
-        data["logs"] = [record.as_dict() for record in self.logs]
+        data["notes"] = list(self.notes)
         return {"name": self.name, **data}
 
 
@@ -101,7 +111,7 @@ class DryRunReport:
     def as_dict(self) -> dict[str, object]:
         return {
             "script": self.script,
-            "context": asdict(self.context),
+            "context": self.context.as_dict(),
             "executed": self.executed,
             "failed": self.failed,
             "phases": [phase.as_dict() for phase in self.phases],

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import NoReturn
 
 import scrunlib
@@ -381,8 +381,7 @@ def render_text(report: Report) -> str:
 def render_json(report: Report) -> str:
     stages = []
     for stage in report.stages:
-        entry = asdict(stage.result)
-        entry["logs"] = [record.as_dict() for record in stage.result.logs]
+        entry = stage.result.as_dict()
         entry["bundle_before"] = stage.bundle_before
         entry["root_path_before"] = stage.root_before
         entry["config_diff"] = stage.config_diff
