@@ -12,6 +12,7 @@ import shutil
 import struct
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -354,36 +355,117 @@ def test_a_scratch_dir_another_user_made_is_refused(
             aside.rename(mine)
 
 
+@pytest.fixture
+def private_staging(cluster: Cluster) -> Iterator[tuple[Path, str]]:
+    """A scratch (under the shared dir) and a node-local directory (on every node) of this
+    test's own, each mode 1777 as a site's: caches no other test filled or uses. The node
+    directory is named by its path on the nodes; both are removed afterwards."""
+    name = f"private-{uuid.uuid4().hex[:10]}"
+    scratch = Path(cluster["SCRUN_SHARED_DIR"]) / name
+    on_nodes = [root / "tmp" / name for root in node_roots(cluster.env).values()]
+    for directory in (scratch, *on_nodes):
+        directory.mkdir()
+        directory.chmod(0o1777)
+    yield scratch, f"/tmp/{name}"
+    for directory in (scratch, *on_nodes):
+        shutil.rmtree(directory)
+
+
+def with_private_staging(script: str, staging: tuple[Path, str], notice_seconds: int) -> str:
+    """docs/scrun-lua/SCRIPT.lua staging into `staging` (private_staging), its notices after
+    `notice_seconds`."""
+    scratch, node_local = staging
+    text = with_scratch(f"{script}.lua", str(scratch))
+    settings = {
+        "local import_notice_seconds = 3": f"local import_notice_seconds = {notice_seconds}"
+    }
+    if script == "node-local":
+        settings['local node_local = "/tmp"'] = f'local node_local = "{node_local}"'
+    for line, value in settings.items():
+        assert text.count(line + "\n") == 1, line
+        text = text.replace(line + "\n", value + "\n")
+    return text
+
+
+def notices(done: subprocess.CompletedProcess[str]) -> list[str]:
+    """What a container that ran said on its stderr besides errors: scrun's notices."""
+    assert done.returncode == 0, done.stderr
+    return [line for line in errors(done.stderr) if line.startswith("scrun: ")]
+
+
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
 def test_a_first_import_says_so_on_the_containers_stderr(
     script: str,
     who: Who,
-    cluster: Cluster,
     site_runtime: MakeSite,
+    private_staging: tuple[Path, str],
     no_leftovers: Callable[..., None],
 ) -> None:
     """With import_notice_seconds = 0 (a site's 3 s, for a test image that imports in
     less), the first container of an image not yet in the user's cache says on its stderr
-    that it imports it, and the second says nothing."""
+    that it imports it (node-local.lua: and that it copies it to its node), and the second,
+    on the same node, says nothing."""
     _, runner = who
-    scratch = Path(cluster["SCRUN_SHARED_DIR"]) / f"notice-{uuid.uuid4().hex[:10]}"
-    scratch.mkdir()
-    scratch.chmod(0o1777)
-    setting = "local import_notice_seconds = 3\n"
-    text = with_scratch(f"{script}.lua", str(scratch))
-    assert text.count(setting) == 1
-    podman = runner(site_runtime(text.replace(setting, setting.replace("3", "0"))))
-    try:
-        first = podman("run", "--rm", IMAGE, "true")
-        assert first.returncode == 0, first.stderr
-        said = [line for line in errors(first.stderr) if "importing" in line]
-        assert len(said) == 1, first.stderr
-        assert re.fullmatch(r"scrun: importing image \(\d+ MiB\) to the cache", said[0]), said
-        second = podman("run", "--rm", IMAGE, "true")
-        assert second.returncode == 0, second.stderr
-        assert errors(second.stderr) == [], second.stderr
-    finally:
-        shutil.rmtree(scratch)
+    podman = runner(site_runtime(with_private_staging(script, private_staging, 0)))
+    on_n1 = ["-e", "SCRUN_JOB_NODELIST=n1"]
+    said = notices(podman("run", "--rm", *on_n1, IMAGE, "true"))
+    expected = [r"scrun: importing image \(\d+ MiB\) to the cache"]
+    if script == "node-local":
+        expected.append(r"scrun: copying image \(\d+ MiB\) to node n1")
+    assert len(said) == len(expected), said
+    for line, pattern in zip(said, expected, strict=True):
+        assert re.fullmatch(pattern, line), said
+    assert notices(podman("run", "--rm", *on_n1, IMAGE, "true")) == []
+
+
+def waits_for_lock(path: Path) -> bool:
+    """Whether a process waits for a lock on the file `path` (/proc/locks: a blocked
+    request's line has `->`; the file is `MAJOR:MINOR:INODE`, the device in hex)."""
+    status = path.stat()
+    wanted = (os.major(status.st_dev), os.minor(status.st_dev), status.st_ino)
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == "->":
+            major, minor, inode = fields[6].split(":")
+            if (int(major, 16), int(minor, 16), int(inode)) == wanted:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_container_waiting_for_anothers_import_says_so(
+    script: str,
+    who: Who,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    private_staging: tuple[Path, str],
+    no_leftovers: Callable[..., None],
+) -> None:
+    """While another holds the lock of its image (held here: on the scratch's cache entry,
+    or, for node-local.lua, on the node's copy of it), a container past
+    import_notice_seconds (0 here) says it waits, on its stderr; it goes on once the lock
+    is free, and runs."""
+    uid, runner = who
+    podman = runner(site_runtime(with_private_staging(script, private_staging, 0)))
+    on_n1 = ["-e", "SCRUN_JOB_NODELIST=n1"]
+    assert notices(podman("run", "--rm", *on_n1, IMAGE, "true")) != []  # the import
+    scratch, node_local = private_staging
+    [key] = [p.name for p in (scratch / str(uid) / "scrun-cache").iterdir() if p.is_dir()]
+    if script == "node-local":
+        node = node_roots(cluster.env)["n1"]
+        lock = node / node_local.lstrip("/") / f"scrun-{uid}" / "cache" / f"{key}.lock"
+        said = "scrun: waiting for another container's copy of this image to node n1"
+    else:
+        lock = scratch / str(uid) / "scrun-cache" / f"{key}.lock"
+        said = "scrun: waiting for another container's import of this image"
+    with ThreadPoolExecutor(1) as pool, open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        waiting = pool.submit(podman, "run", "--rm", *on_n1, IMAGE, "echo", "ran")
+        wait_for("the container waits for the image's lock", lambda: waits_for_lock(lock))
+        held.close()
+        done = waiting.result()
+    assert notices(done) == [said], done.stderr
+    assert done.stdout == "ran\n"
 
 
 # ----------------------------------------------------------------------------- clear errors
