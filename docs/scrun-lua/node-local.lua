@@ -438,6 +438,13 @@ size_of() {
 }
 ]]
 
+-- A shell function, `stamp DIR`: a digest of the paths, status change times and sizes of
+-- DIR's files (times no one can set back), taken when an image is put in a cache: another
+-- one later tells whether it changed since.
+local stamp_command = [[
+stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
+]]
+
 -- A shell command (run in a subshell of stage_command's, with its $keep) that stages
 -- `rootfs` (the engine's root filesystem) through the image cache `cache` into `staged`
 -- (<...>/<id>, for the container <id>); it exits 10, having done nothing, when the scratch cannot
@@ -471,8 +478,7 @@ if [ ! -w "$cache" ]; then
 	echo "the image cache $cache cannot be written: ${out##*: }"
 	exit 1
 fi
-]] .. kernel_check_command .. [[
-stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
+]] .. kernel_check_command .. stamp_command .. [[
 (cd "$rootfs" && find . -mindepth 1 \( -path ./etc/passwd -o -path ./etc/group \) -o \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)) >"$staged/listing" || exit 1
 key=$(LC_ALL=C sort -z -- "$staged/listing" | sha256sum | cut -d' ' -f1) && rm -f -- "$staged/listing" || exit 1
 entry=$cache/$key
@@ -623,19 +629,23 @@ end
 -- A node's shell command (run in a subshell of node_copy_command's, with its $keep) that
 -- copies the scratch's cache entry `entry` to the node's cache `cache` (<cache>/<key>, the
 -- same key), once: under a lock per key on the node, into <key>.tmp, renamed into place
--- once whole (an entry whose `stamp` is not the scratch entry's, which was imported again,
--- is set aside first); then marks it in use by the container of `here` (`users/<id>`) and,
+-- once whole, with its `node-stamp` (stamp_command, of the copy: an entry whose `stamp` is
+-- not the scratch entry's, which was imported again, or that changed after its copy, is set
+-- aside first); then marks it in use by the container of `here` (`users/<id>`) and,
 -- after an import, keeps the node's cache to `limit_kib` (evict_command). A copy, or a
 -- wait for another container's, that takes longer than `import_notice_seconds` tells the
 -- user so, naming the node.
 local function node_cache_command(entry, cache, here, limit_kib)
 	return "entry=" .. quote(entry) .. " cache=" .. quote(cache) .. " here=" .. quote(here)
-		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. notice_command .. [[
+		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. notice_command .. stamp_command .. [[
 id=${here##*/} key=${entry##*/}
 copy=$cache/$key node=${SLURMD_NODENAME:-$(hostname)}
 waiting() { echo "scrun: waiting for another container's copy of this image to node $node"; }
 exec 9>>"$copy.lock" && take_lock waiting || { echo "cannot lock $copy.lock"; exit 1; }
 if [ -d "$copy" ] && [ "$(cat -- "$copy/stamp" 2>/dev/null)" != "$(cat -- "$entry/stamp")" ]; then
+	mv -- "$copy" "$cache/changed-$key-$$" || exit 1
+elif [ -d "$copy" ] && [ "$(stamp "$copy/rootfs")" != "$(cat -- "$copy/node-stamp" 2>/dev/null)" ]; then
+	echo "scrun: the copy of the cached image on node $node changed after it was made: copying it again"
 	mv -- "$copy" "$cache/changed-$key-$$" || exit 1
 fi
 imported=
@@ -643,7 +653,7 @@ if [ ! -d "$copy" ]; then
 	rm -rf -- "$copy.tmp"
 	copying() { shown=$(size_of "$entry/rootfs") && echo "scrun: copying image ($shown) to node $node"; }
 	later copying
-	{ mkdir -m 700 -- "$copy.tmp" "$copy.tmp/users" && cp -RP --preserve="$keep" -- "$entry/rootfs" "$entry/stamp" "$copy.tmp/" && mv -T -- "$copy.tmp" "$copy"; }
+	{ mkdir -m 700 -- "$copy.tmp" "$copy.tmp/users" && cp -RP --preserve="$keep" -- "$entry/rootfs" "$entry/stamp" "$copy.tmp/" && stamp "$copy.tmp/rootfs" >"$copy.tmp/node-stamp" && mv -T -- "$copy.tmp" "$copy"; }
 	done=$?
 	never
 	[ "$done" = 0 ] || { rm -rf -- "$copy.tmp"; exit 1; }

@@ -391,6 +391,13 @@ size_of() {
 }
 ]]
 
+-- A shell function, `stamp DIR`: a digest of the paths, status change times and sizes of
+-- DIR's files (times no one can set back), taken when an image is put in a cache: another
+-- one later tells whether it changed since.
+local stamp_command = [[
+stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
+]]
+
 -- A shell command (run in a subshell of stage_command's, with its $keep) that stages
 -- `rootfs` (the engine's root filesystem) through the image cache `cache` into `staged`
 -- (<...>/<id>, for the container <id>); it exits 10, having done nothing, when the scratch cannot
@@ -425,8 +432,7 @@ if [ ! -w "$cache" ]; then
 	echo "the image cache $cache cannot be written: ${out##*: }"
 	exit 1
 fi
-]] .. kernel_check_command .. [[
-stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
+]] .. kernel_check_command .. stamp_command .. [[
 (cd "$rootfs" && find . -mindepth 1 \( -path ./etc/passwd -o -path ./etc/group \) -o \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)) >"$staged/listing" || exit 1
 key=$(LC_ALL=C sort -z -- "$staged/listing" | sha256sum | cut -d' ' -f1) && rm -f -- "$staged/listing" || exit 1
 entry=$cache/$key

@@ -863,3 +863,27 @@ def test_a_container_whose_lock_is_free_says_nothing(tmp_path: Path, name: str) 
             assert site.stage_in("b") == 0, site.slurm.errors
         assert site.stage_out("b") == 0, site.slurm.errors
     assert site.slurm.notices == []
+
+
+def test_a_changed_node_copy_is_not_used(tmp_path: Path) -> None:
+    """node-local.lua: a node's copy of an image keeps its own stamp (its files' status
+    change times, taken when it was copied); one changed after its copy is set aside, said
+    so, and the image copied to the node again; the containers of the changed copy keep it
+    until they end."""
+    site = Site(tmp_path, "node-local.lua")
+    assert site.stage_in("a") == 0, site.slurm.errors
+    first = Path(site.slurm.bundle)
+    key = cache_entry(first).name
+    copy = site.node_cache / key
+    assert (copy / "node-stamp").read_text().strip() != (copy / "stamp").read_text().strip()
+    (copy / "rootfs" / "etc" / "os").write_text("tampered\n")
+    assert site.stage_in("b") == 0, site.slurm.errors
+    assert site.slurm.notices == [
+        "scrun: the copy of the cached image on node n1 changed after it was made: copying it again"
+    ]
+    assert (copy / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+    [aside] = site.node_cache.glob("changed-*")
+    assert (aside / "users" / "a").exists() and not (copy / "users" / "a").exists()
+    for container, bundle in (("a", first), ("b", Path(site.slurm.bundle))):
+        assert site.stage_out(container, str(bundle)) == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
