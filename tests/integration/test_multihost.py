@@ -17,9 +17,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import MAN_26_05_SCRIPT, SEED_SCRIPT, node_roots, with_scratch_path
+from conftest import (
+    MAN_26_05_SCRIPT,
+    SEED_SCRIPT,
+    node_roots,
+    with_private_staging,
+    with_scratch,
+    with_scratch_path,
+)
 from helpers import copy_out, wait_for
-from users import IMAGE, REPO, User, assert_users_clean, errors, pick_users, user_site
+from users import IMAGE, User, assert_users_clean, errors, pick_users, user_site
 
 if TYPE_CHECKING:
     import subprocess
@@ -27,15 +34,6 @@ if TYPE_CHECKING:
     from conftest import Cluster, Podman, SiteRuntime
 
 MakeSite = Callable[[str | None], "SiteRuntime"]
-SCRIPTS = REPO / "docs" / "scrun-lua"
-
-
-def with_scratch(script: str, shared: str) -> str:
-    """docs/scrun-lua/SCRIPT with its `scratch` set to the shared dir, as a site sets it."""
-    text = (SCRIPTS / script).read_text()
-    line = 'local scratch = "/scratch"'
-    assert text.count(line) == 1, f"{script}: no {line!r}"
-    return text.replace(line, f'local scratch = "{shared}"')
 
 
 def on_node(cluster: Cluster, node: str, script: str) -> subprocess.CompletedProcess[str]:
@@ -353,38 +351,6 @@ def test_a_scratch_dir_another_user_made_is_refused(
         shutil.rmtree(mine, ignore_errors=True)
         if aside.exists():
             aside.rename(mine)
-
-
-@pytest.fixture
-def private_staging(cluster: Cluster) -> Iterator[tuple[Path, str]]:
-    """A scratch (under the shared dir) and a node-local directory (on every node) of this
-    test's own, each mode 1777 as a site's: caches no other test filled or uses. The node
-    directory is named by its path on the nodes; both are removed afterwards."""
-    name = f"private-{uuid.uuid4().hex[:10]}"
-    scratch = Path(cluster["SCRUN_SHARED_DIR"]) / name
-    on_nodes = [root / "tmp" / name for root in node_roots(cluster.env).values()]
-    for directory in (scratch, *on_nodes):
-        directory.mkdir()
-        directory.chmod(0o1777)
-    yield scratch, f"/tmp/{name}"
-    for directory in (scratch, *on_nodes):
-        shutil.rmtree(directory)
-
-
-def with_private_staging(script: str, staging: tuple[Path, str], notice_seconds: int) -> str:
-    """docs/scrun-lua/SCRIPT.lua staging into `staging` (private_staging), its notices after
-    `notice_seconds`."""
-    scratch, node_local = staging
-    text = with_scratch(f"{script}.lua", str(scratch))
-    settings = {
-        "local import_notice_seconds = 3": f"local import_notice_seconds = {notice_seconds}"
-    }
-    if script == "node-local":
-        settings['local node_local = "/tmp"'] = f'local node_local = "{node_local}"'
-    for line, value in settings.items():
-        assert text.count(line + "\n") == 1, line
-        text = text.replace(line + "\n", value + "\n")
-    return text
 
 
 def notices(done: subprocess.CompletedProcess[str]) -> list[str]:
