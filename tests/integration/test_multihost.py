@@ -25,8 +25,8 @@ from conftest import (
     with_scratch,
     with_scratch_path,
 )
-from helpers import copy_out, wait_for
-from users import IMAGE, User, assert_users_clean, errors, pick_users, user_site
+from helpers import copy_out, wait_for, waits_for_lock
+from users import IMAGE, User, assert_users_clean, errors, one_error, pick_users, user_site
 
 if TYPE_CHECKING:
     import subprocess
@@ -321,38 +321,6 @@ def test_every_rootless_user_namespace_mode_runs_as_the_user(
         assert_users_clean(person)
 
 
-def test_a_scratch_dir_another_user_made_is_refused(
-    pair: tuple[User, User],
-    cluster: Cluster,
-    site_runtime: MakeSite,
-    no_leftovers: Callable[..., None],
-) -> None:
-    """User B makes `<scratch>/<uid of A>` (mode 777) before A stages anything: A's container
-    is refused in one line naming it, nothing is staged there, and B's directory stays."""
-    victim, squatter = pair
-    shared = Path(cluster["SCRUN_SHARED_DIR"])
-    site = site_runtime(SCRIPT_TEXTS["shared-scratch"](str(shared)))
-    mine = shared / str(victim.uid)
-    aside = shared / f"aside-{uuid.uuid4().hex[:10]}"
-    if mine.exists():
-        mine.rename(aside)
-    try:
-        made = squatter.sh(f"mkdir -m 777 {shlex.quote(str(mine))}")
-        assert made.returncode == 0, made.stderr
-        done = victim.podman("run", "--rm", IMAGE, "true", env=user_site(victim, site))
-        assert done.returncode != 0
-        [line] = errors(done.stderr)
-        # (uid 65534, the overflow uid, in the victim's user namespace: no other is mapped)
-        assert f"unsafe staging path: {mine} belongs to uid " in line, line
-        assert f"not to you (uid {victim.uid})" in line, line
-        assert list(mine.iterdir()) == []
-        assert_users_clean(victim)
-    finally:
-        shutil.rmtree(mine, ignore_errors=True)
-        if aside.exists():
-            aside.rename(mine)
-
-
 def notices(done: subprocess.CompletedProcess[str]) -> list[str]:
     """What a container that ran said on its stderr besides errors: scrun's notices."""
     assert done.returncode == 0, done.stderr
@@ -382,20 +350,6 @@ def test_a_first_import_says_so_on_the_containers_stderr(
     for line, pattern in zip(said, expected, strict=True):
         assert re.fullmatch(pattern, line), said
     assert notices(podman("run", "--rm", *on_n1, IMAGE, "true")) == []
-
-
-def waits_for_lock(path: Path) -> bool:
-    """Whether a process waits for a lock on the file `path` (/proc/locks: a blocked
-    request's line has `->`; the file is `MAJOR:MINOR:INODE`, the device in hex)."""
-    status = path.stat()
-    wanted = (os.major(status.st_dev), os.minor(status.st_dev), status.st_ino)
-    for line in Path("/proc/locks").read_text().splitlines():
-        fields = line.split()
-        if len(fields) > 5 and fields[1] == "->":
-            major, minor, inode = fields[6].split(":")
-            if (int(major, 16), int(minor, 16), int(inode)) == wanted:
-                return True
-    return False
 
 
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
@@ -468,14 +422,6 @@ def set_immutable(path: Path, immutable: bool) -> None:
         fcntl.ioctl(fd, set_flags, struct.pack("i", flags))
     finally:
         os.close(fd)
-
-
-def one_error(done: subprocess.CompletedProcess[str]) -> str:
-    """The one line scrun told the user, for a container that failed."""
-    assert done.returncode != 0, done
-    lines = errors(done.stderr)
-    assert len(lines) == 1, done.stderr
-    return lines[0]
 
 
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
