@@ -336,9 +336,11 @@ end
 -- cannot make the overlay mounts a cached image's container runs on: crun, run as the user,
 -- mounts a kernel overlay (with `userxattr`) in a user namespace, which Linux 5.11 was the
 -- first to allow (older kernels fail the step's launch with a bare "Invalid argument").
--- Each node's kernel release is its Slurm record's (`OS=`, as slurmd reported it); when
--- scontrol cannot tell, it says nothing.
+-- Each node's kernel release is its Slurm record's (`OS=`, as slurmd reported it; scrun
+-- gives the script's commands its slurm.conf, SLURM_CONF); when scontrol cannot tell, it
+-- says nothing.
 local kernel_check_command = [[
+overlay_major=5 overlay_minor=11
 if [ -n "${SLURM_JOB_NODELIST-}" ] && records=$(scontrol -o show node "$SLURM_JOB_NODELIST" 2>/dev/null); then
 	while read -r record; do
 		node=${record#NodeName=} release=${record##* OS=Linux }
@@ -346,8 +348,8 @@ if [ -n "${SLURM_JOB_NODELIST-}" ] && records=$(scontrol -o show node "$SLURM_JO
 		major=${release%%.*} minor=${minor%%[!0-9]*}
 		case $record in *" OS=Linux "*) ;; *) continue ;; esac
 		case $major.$minor in *[!0-9.]* | .* | *.) continue ;; esac
-		if [ "$major" -lt 5 ] || { [ "$major" = 5 ] && [ "$minor" -lt 11 ]; }; then
-			echo "node $node cannot run cached images: its kernel, Linux $release, cannot make an overlay in a user namespace (Linux 5.11 or later can; or set image_cache = false)"
+		if [ "$major" -lt "$overlay_major" ] || { [ "$major" = "$overlay_major" ] && [ "$minor" -lt "$overlay_minor" ]; }; then
+			echo "node $node cannot run cached images: its kernel, Linux $release, cannot make an overlay in a user namespace (Linux $overlay_major.$overlay_minor or later can; or set image_cache = false)"
 			exit 1
 		fi
 	done <<EOF

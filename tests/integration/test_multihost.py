@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -456,6 +457,33 @@ def test_a_cache_that_cannot_be_written_is_one_clear_line(
         set_immutable(cache, False)
         if made:
             cache.rmdir()
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_node_whose_kernel_cannot_overlay_is_one_clear_line(
+    script: str,
+    who: Who,
+    site_runtime: MakeSite,
+    private_staging: tuple[Path, str],
+    no_leftovers: Callable[..., None],
+) -> None:
+    """The image cache's kernel check reads the job's nodes from Slurm (scontrol, with the
+    slurm.conf scrun gives the script's commands). No node here runs a kernel too old for
+    an overlay in a user namespace (they run this host's), so the test's copy of the script
+    asks for one newer than any (Linux 99.0): the container is refused in one line naming
+    its node and that node's kernel as Slurm reports it; nothing is imported or staged."""
+    uid, runner = who
+    text = with_private_staging(script, private_staging, 3)
+    need = "overlay_major=5 overlay_minor=11\n"
+    assert text.count(need) == 1
+    podman = runner(site_runtime(text.replace(need, "overlay_major=99 overlay_minor=0\n")))
+    line = one_error(podman("run", "--rm", "-e", "SCRUN_JOB_NODELIST=n1", IMAGE, "true"))
+    assert (
+        f"node n1 cannot run cached images: its kernel, Linux {platform.release()}, cannot make "
+        "an overlay in a user namespace (Linux 99.0 or later can; or set image_cache = false)"
+    ) in line, line
+    scratch, _ = private_staging
+    assert list((scratch / str(uid) / "scrun-cache").iterdir()) == []  # nothing imported
 
 
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
