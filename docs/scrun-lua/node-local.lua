@@ -49,8 +49,11 @@ local image_cache = true
 -- recently used images that no container uses are removed.
 local cache_limit_mib = 20480
 -- After how many seconds an image's import (the first container of it) that still runs says
--- so on the container's stderr ("scrun: importing image (2.0 GiB) to the cache"); 0: at
--- once. A quick import says nothing.
+-- so on the container's stderr ("scrun: importing image (2.0 GiB) to the cache"), and so
+-- does a node's copy of it ("scrun: copying image (2.0 GiB) to node n1"), and a container
+-- that still waits for another's import or copy of its image ("scrun: waiting for another
+-- container's import of this image", "... copy of this image to node n1"); 0: at once. A
+-- quick one says nothing.
 local import_notice_seconds = 3
 
 local function quote(s)
@@ -366,9 +369,11 @@ end
 -- cannot make the overlay mounts a cached image's container runs on: crun, run as the user,
 -- mounts a kernel overlay (with `userxattr`) in a user namespace, which Linux 5.11 was the
 -- first to allow (older kernels fail the step's launch with a bare "Invalid argument").
--- Each node's kernel release is its Slurm record's (`OS=`, as slurmd reported it); when
--- scontrol cannot tell, it says nothing.
+-- Each node's kernel release is its Slurm record's (`OS=`, as slurmd reported it; scrun
+-- gives the script's commands its slurm.conf, SLURM_CONF); when scontrol cannot tell, it
+-- says nothing.
 local kernel_check_command = [[
+overlay_major=5 overlay_minor=11
 if [ -n "${SLURM_JOB_NODELIST-}" ] && records=$(scontrol -o show node "$SLURM_JOB_NODELIST" 2>/dev/null); then
 	while read -r record; do
 		node=${record#NodeName=} release=${record##* OS=Linux }
@@ -376,8 +381,8 @@ if [ -n "${SLURM_JOB_NODELIST-}" ] && records=$(scontrol -o show node "$SLURM_JO
 		major=${release%%.*} minor=${minor%%[!0-9]*}
 		case $record in *" OS=Linux "*) ;; *) continue ;; esac
 		case $major.$minor in *[!0-9.]* | .* | *.) continue ;; esac
-		if [ "$major" -lt 5 ] || { [ "$major" = 5 ] && [ "$minor" -lt 11 ]; }; then
-			echo "node $node cannot run cached images: its kernel, Linux $release, cannot make an overlay in a user namespace (Linux 5.11 or later can; or set image_cache = false)"
+		if [ "$major" -lt "$overlay_major" ] || { [ "$major" = "$overlay_major" ] && [ "$minor" -lt "$overlay_minor" ]; }; then
+			echo "node $node cannot run cached images: its kernel, Linux $release, cannot make an overlay in a user namespace (Linux $overlay_major.$overlay_minor or later can; or set image_cache = false)"
 			exit 1
 		fi
 	done <<EOF
@@ -404,6 +409,44 @@ done
 for old in "$cache"/changed-*; do [ -d "$old/users" ] && [ -z "$(ls -A -- "$old/users")" ] && rm -rf -- "$old"; done
 ]]
 
+-- Shell functions for what may take long, for a shell that sets $notice (the site's
+-- import_notice_seconds): `later WHAT` runs the shell function WHAT, which prints a line
+-- for the user ("scrun: ..."), in the background once $notice seconds have passed (at once
+-- for 0), unless `never` comes first; `take_lock WHAT` takes the lock open on fd 9, at once
+-- or, when another container holds it, once it is free (WHAT says so meanwhile, later);
+-- `size_of PATH` is what PATH holds, as the notices say it. scrun hands a line of a
+-- command's output that starts with "scrun: " to the user as it comes (Slurm's scrun keeps
+-- it in the output).
+local notice_command = [[
+later() {
+	notifier=
+	if [ "$notice" = 0 ]; then "$1"; return; fi
+	# (killed, it ends its sleep too: no process is left behind, none holds the lock)
+	(exec 9>&-; trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM; sleep "$notice" >/dev/null 2>&1 & sleeper=$!; wait "$sleeper" && "$1") &
+	notifier=$!
+}
+never() { [ -z "$notifier" ] || kill "$notifier" 2>/dev/null; notifier=; }
+take_lock() {
+	flock -n 9 && return
+	later "$1"
+	flock -w 3600 9
+	set -- $?
+	never
+	return "$1"
+}
+size_of() {
+	kib=$(du -sk -- "$1" 2>/dev/null) || return
+	awk -v k="${kib%%[!0-9]*}" 'BEGIN { if (k >= 1048576) printf "%.1f GiB", k / 1048576; else printf "%d MiB", (k + 1023) / 1024 }'
+}
+]]
+
+-- A shell function, `stamp DIR`: a digest of the paths, status change times and sizes of
+-- DIR's files (times no one can set back), taken when an image is put in a cache: another
+-- one later tells whether it changed since.
+local stamp_command = [[
+stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
+]]
+
 -- A shell command (run in a subshell of stage_command's, with its $keep) that stages
 -- `rootfs` (the engine's root filesystem) through the image cache `cache` into `staged`
 -- (<...>/<id>, for the container <id>); it exits 10, having done nothing, when the scratch cannot
@@ -422,11 +465,11 @@ for old in "$cache"/changed-*; do [ -d "$old/users" ] && [ -z "$(ls -A -- "$old/
 -- used. Its `stamp`, a digest of its files' status change times, tells an entry changed
 -- after its import (it is then set aside, and the image imported again). `users/<id>`
 -- marks an entry in use; after an import the least recently used entries in use by no one
--- are removed (evict_command). An import that takes longer than `import_notice_seconds`
--- tells the user so.
+-- are removed (evict_command). An import, or a wait for another container's, that takes
+-- longer than `import_notice_seconds` tells the user so (notice_command).
 local function cache_in_command(rootfs, cache, staged, limit_kib)
 	return "rootfs=" .. quote(rootfs) .. " cache=" .. quote(cache) .. " staged=" .. quote(staged)
-		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. [[
+		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. notice_command .. [[
 id=${staged##*/}
 case $(stat -f -c %T -- "$staged") in
 ext2/ext3 | xfs | btrfs | tmpfs) ;;
@@ -437,12 +480,12 @@ if [ ! -w "$cache" ]; then
 	echo "the image cache $cache cannot be written: ${out##*: }"
 	exit 1
 fi
-]] .. kernel_check_command .. [[
-stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
+]] .. kernel_check_command .. stamp_command .. [[
 (cd "$rootfs" && find . -mindepth 1 \( -path ./etc/passwd -o -path ./etc/group \) -o \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)) >"$staged/listing" || exit 1
 key=$(LC_ALL=C sort -z -- "$staged/listing" | sha256sum | cut -d' ' -f1) && rm -f -- "$staged/listing" || exit 1
 entry=$cache/$key
-exec 9>>"$entry.lock" && flock -w 3600 9 || { echo "cannot lock $entry.lock"; exit 1; }
+waiting() { echo "scrun: waiting for another container's import of this image"; }
+exec 9>>"$entry.lock" && take_lock waiting || { echo "cannot lock $entry.lock"; exit 1; }
 if [ -d "$entry" ] && [ "$(stamp "$entry/rootfs")" != "$(cat -- "$entry/stamp" 2>/dev/null)" ]; then
 	echo "scrun: the cached image $entry changed after its import: importing it again" >&2
 	mv -- "$entry" "$cache/changed-$key-$$" || exit 1
@@ -450,18 +493,11 @@ fi
 imported=
 if [ ! -d "$entry" ]; then
 	rm -rf -- "$entry.tmp"
-	# an import still running after $notice seconds says so: scrun hands a line of the
-	# output that starts with "scrun: " to the user as it comes (Slurm's scrun keeps it)
-	announce() {
-		size=$(du -sk -- "$rootfs" 2>/dev/null) || return
-		echo "scrun: importing image ($(awk -v k="${size%%[!0-9]*}" 'BEGIN { if (k >= 1048576) printf "%.1f GiB", k / 1048576; else printf "%d MiB", (k + 1023) / 1024 }')) to the cache"
-	}
-	announcer=
-	# (killed, it ends its sleep too: no process is left behind, none holds the lock)
-	if [ "$notice" = 0 ]; then announce; else (exec 9>&-; trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM; sleep "$notice" >/dev/null 2>&1 & sleeper=$!; wait "$sleeper" && announce) & announcer=$!; fi
+	importing() { shown=$(size_of "$rootfs") && echo "scrun: importing image ($shown) to the cache"; }
+	later importing
 	{ mkdir -m 700 -- "$entry.tmp" "$entry.tmp/users" && cp -RP --preserve="$keep" -- "$rootfs/." "$entry.tmp/rootfs" && stamp "$entry.tmp/rootfs" >"$entry.tmp/stamp" && mv -T -- "$entry.tmp" "$entry"; }
 	done=$?
-	[ -z "$announcer" ] || kill "$announcer" 2>/dev/null
+	never
 	[ "$done" = 0 ] || { rm -rf -- "$entry.tmp"; exit 1; }
 	imported=1
 fi
@@ -595,22 +631,34 @@ end
 -- A node's shell command (run in a subshell of node_copy_command's, with its $keep) that
 -- copies the scratch's cache entry `entry` to the node's cache `cache` (<cache>/<key>, the
 -- same key), once: under a lock per key on the node, into <key>.tmp, renamed into place
--- once whole (an entry whose `stamp` is not the scratch entry's, which was imported again,
--- is set aside first); then marks it in use by the container of `here` (`users/<id>`) and,
--- after an import, keeps the node's cache to `limit_kib` (evict_command).
+-- once whole, with its `node-stamp` (stamp_command, of the copy: an entry whose `stamp` is
+-- not the scratch entry's, which was imported again, or that changed after its copy, is set
+-- aside first); then marks it in use by the container of `here` (`users/<id>`) and,
+-- after an import, keeps the node's cache to `limit_kib` (evict_command). A copy, or a
+-- wait for another container's, that takes longer than `import_notice_seconds` tells the
+-- user so, naming the node.
 local function node_cache_command(entry, cache, here, limit_kib)
 	return "entry=" .. quote(entry) .. " cache=" .. quote(cache) .. " here=" .. quote(here)
-		.. " limit=" .. math.floor(limit_kib) .. "\n" .. [[
+		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. notice_command .. stamp_command .. [[
 id=${here##*/} key=${entry##*/}
-copy=$cache/$key
-exec 9>>"$copy.lock" && flock -w 3600 9 || { echo "cannot lock $copy.lock"; exit 1; }
+copy=$cache/$key node=${SLURMD_NODENAME:-$(hostname)}
+waiting() { echo "scrun: waiting for another container's copy of this image to node $node"; }
+exec 9>>"$copy.lock" && take_lock waiting || { echo "cannot lock $copy.lock"; exit 1; }
 if [ -d "$copy" ] && [ "$(cat -- "$copy/stamp" 2>/dev/null)" != "$(cat -- "$entry/stamp")" ]; then
+	mv -- "$copy" "$cache/changed-$key-$$" || exit 1
+elif [ -d "$copy" ] && [ "$(stamp "$copy/rootfs")" != "$(cat -- "$copy/node-stamp" 2>/dev/null)" ]; then
+	echo "scrun: the copy of the cached image on node $node changed after it was made: copying it again"
 	mv -- "$copy" "$cache/changed-$key-$$" || exit 1
 fi
 imported=
 if [ ! -d "$copy" ]; then
 	rm -rf -- "$copy.tmp"
-	{ mkdir -m 700 -- "$copy.tmp" "$copy.tmp/users" && cp -RP --preserve="$keep" -- "$entry/rootfs" "$entry/stamp" "$copy.tmp/" && mv -T -- "$copy.tmp" "$copy"; } || { rm -rf -- "$copy.tmp"; exit 1; }
+	copying() { shown=$(size_of "$entry/rootfs") && echo "scrun: copying image ($shown) to node $node"; }
+	later copying
+	{ mkdir -m 700 -- "$copy.tmp" "$copy.tmp/users" && cp -RP --preserve="$keep" -- "$entry/rootfs" "$entry/stamp" "$copy.tmp/" && stamp "$copy.tmp/rootfs" >"$copy.tmp/node-stamp" && mv -T -- "$copy.tmp" "$copy"; }
+	done=$?
+	never
+	[ "$done" = 0 ] || { rm -rf -- "$copy.tmp"; exit 1; }
 	imported=1
 fi
 : >"$copy/users/$id" && touch -- "$copy/used" || exit 1

@@ -25,6 +25,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -390,6 +391,62 @@ def with_staging(staging: str, hooks: str) -> str:
     body, returned, _ = staging.rpartition("return slurm.SUCCESS")
     assert returned, "the staging scrun.lua does not end in return slurm.SUCCESS"
     return body + hooks
+
+
+def with_scratch(script: str, shared: str) -> str:
+    """docs/scrun-lua/SCRIPT with its `scratch` set to the shared dir, as a site sets it."""
+    text = (REPO / "docs" / "scrun-lua" / script).read_text()
+    line = 'local scratch = "/scratch"'
+    assert text.count(line) == 1, f"{script}: no {line!r}"
+    return text.replace(line, f'local scratch = "{shared}"')
+
+
+@pytest.fixture
+def private_staging(cluster: Cluster) -> Iterator[tuple[Path, str]]:
+    """A scratch (under the shared dir) and a node-local directory (on every node) of this
+    test's own, each mode 1777 as a site's: caches no other test filled or uses. The node
+    directory is named by its path on the nodes. Afterwards nothing staged may be left in
+    them (staged_leftovers); then both are removed."""
+    name = f"private-{uuid.uuid4().hex[:10]}"
+    scratch = Path(cluster["SCRUN_SHARED_DIR"]) / name
+    on_nodes = [root / "tmp" / name for root in node_roots(cluster.env).values()]
+    for directory in (scratch, *on_nodes):
+        directory.mkdir()
+        directory.chmod(0o1777)
+    try:
+        yield scratch, f"/tmp/{name}"
+        wait_for_clean(lambda: staged_leftovers(scratch, on_nodes), timeout=10.0)
+    finally:
+        for directory in (scratch, *on_nodes):
+            shutil.rmtree(directory)
+
+
+def staged_leftovers(scratch: Path, on_nodes: list[Path]) -> list[str]:
+    """What the shipped scripts staged into a private scratch and the nodes' private
+    directories (seen from here) that is still there: any user's staged copies
+    (<scratch>/<uid>/scrun/<id>, <node>/scrun-<uid>/<id>) and marks of entries in use in
+    their caches (the entries themselves stay, for the next container of the image)."""
+    found = [*scratch.glob("[0-9]*/scrun/*"), *scratch.glob("[0-9]*/scrun-cache/*/users/*")]
+    for node in on_nodes:
+        found += [p for p in node.glob("scrun-[0-9]*/*") if p.name != "cache"]
+        found += node.glob("scrun-[0-9]*/cache/*/users/*")
+    return [f"staged copy or mark left: {path}" for path in sorted(found)]
+
+
+def with_private_staging(script: str, staging: tuple[Path, str], notice_seconds: int) -> str:
+    """docs/scrun-lua/SCRIPT.lua staging into `staging` (private_staging), its notices after
+    `notice_seconds`."""
+    scratch, node_local = staging
+    text = with_scratch(f"{script}.lua", str(scratch))
+    settings = {
+        "local import_notice_seconds = 3": f"local import_notice_seconds = {notice_seconds}"
+    }
+    if script == "node-local":
+        settings['local node_local = "/tmp"'] = f'local node_local = "{node_local}"'
+    for line, value in settings.items():
+        assert text.count(line + "\n") == 1, line
+        text = text.replace(line + "\n", value + "\n")
+    return text
 
 
 @pytest.fixture(scope="session")

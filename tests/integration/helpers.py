@@ -212,6 +212,20 @@ def assert_terminal_session(
     assert "got typed\r\n40 120\r\n" in text, text
 
 
+def waits_for_lock(path: Path) -> bool:
+    """Whether a process waits for a lock on the file `path` (/proc/locks: a blocked
+    request's line has `->`; the file is `MAJOR:MINOR:INODE`, the device in hex)."""
+    status = path.stat()
+    wanted = (os.major(status.st_dev), os.minor(status.st_dev), status.st_ino)
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == "->":
+            major, minor, inode = fields[6].split(":")
+            if (int(major, 16), int(minor, 16), int(inode)) == wanted:
+                return True
+    return False
+
+
 def cmdline(pid: int | str) -> list[str] | None:
     """A process's argv; None when it is gone (or a kernel thread)."""
     try:

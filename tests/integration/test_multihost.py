@@ -6,19 +6,28 @@ from __future__ import annotations
 
 import fcntl
 import os
+import platform
 import re
 import shlex
 import shutil
 import struct
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import MAN_26_05_SCRIPT, SEED_SCRIPT, node_roots, with_scratch_path
-from helpers import copy_out, wait_for
-from users import IMAGE, REPO, User, assert_users_clean, errors, pick_users, user_site
+from conftest import (
+    MAN_26_05_SCRIPT,
+    SEED_SCRIPT,
+    node_roots,
+    with_private_staging,
+    with_scratch,
+    with_scratch_path,
+)
+from helpers import copy_out, wait_for, waits_for_lock
+from users import IMAGE, User, assert_users_clean, errors, one_error, pick_users, user_site
 
 if TYPE_CHECKING:
     import subprocess
@@ -26,15 +35,6 @@ if TYPE_CHECKING:
     from conftest import Cluster, Podman, SiteRuntime
 
 MakeSite = Callable[[str | None], "SiteRuntime"]
-SCRIPTS = REPO / "docs" / "scrun-lua"
-
-
-def with_scratch(script: str, shared: str) -> str:
-    """docs/scrun-lua/SCRIPT with its `scratch` set to the shared dir, as a site sets it."""
-    text = (SCRIPTS / script).read_text()
-    line = 'local scratch = "/scratch"'
-    assert text.count(line) == 1, f"{script}: no {line!r}"
-    return text.replace(line, f'local scratch = "{shared}"')
 
 
 def on_node(cluster: Cluster, node: str, script: str) -> subprocess.CompletedProcess[str]:
@@ -322,68 +322,71 @@ def test_every_rootless_user_namespace_mode_runs_as_the_user(
         assert_users_clean(person)
 
 
-def test_a_scratch_dir_another_user_made_is_refused(
-    pair: tuple[User, User],
-    cluster: Cluster,
-    site_runtime: MakeSite,
-    no_leftovers: Callable[..., None],
-) -> None:
-    """User B makes `<scratch>/<uid of A>` (mode 777) before A stages anything: A's container
-    is refused in one line naming it, nothing is staged there, and B's directory stays."""
-    victim, squatter = pair
-    shared = Path(cluster["SCRUN_SHARED_DIR"])
-    site = site_runtime(SCRIPT_TEXTS["shared-scratch"](str(shared)))
-    mine = shared / str(victim.uid)
-    aside = shared / f"aside-{uuid.uuid4().hex[:10]}"
-    if mine.exists():
-        mine.rename(aside)
-    try:
-        made = squatter.sh(f"mkdir -m 777 {shlex.quote(str(mine))}")
-        assert made.returncode == 0, made.stderr
-        done = victim.podman("run", "--rm", IMAGE, "true", env=user_site(victim, site))
-        assert done.returncode != 0
-        [line] = errors(done.stderr)
-        # (uid 65534, the overflow uid, in the victim's user namespace: no other is mapped)
-        assert f"unsafe staging path: {mine} belongs to uid " in line, line
-        assert f"not to you (uid {victim.uid})" in line, line
-        assert list(mine.iterdir()) == []
-        assert_users_clean(victim)
-    finally:
-        shutil.rmtree(mine, ignore_errors=True)
-        if aside.exists():
-            aside.rename(mine)
+def notices(done: subprocess.CompletedProcess[str]) -> list[str]:
+    """What a container that ran said on its stderr besides errors: scrun's notices."""
+    assert done.returncode == 0, done.stderr
+    return [line for line in errors(done.stderr) if line.startswith("scrun: ")]
 
 
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
 def test_a_first_import_says_so_on_the_containers_stderr(
     script: str,
     who: Who,
-    cluster: Cluster,
     site_runtime: MakeSite,
+    private_staging: tuple[Path, str],
     no_leftovers: Callable[..., None],
 ) -> None:
     """With import_notice_seconds = 0 (a site's 3 s, for a test image that imports in
     less), the first container of an image not yet in the user's cache says on its stderr
-    that it imports it, and the second says nothing."""
+    that it imports it (node-local.lua: and that it copies it to its node), and the second,
+    on the same node, says nothing."""
     _, runner = who
-    scratch = Path(cluster["SCRUN_SHARED_DIR"]) / f"notice-{uuid.uuid4().hex[:10]}"
-    scratch.mkdir()
-    scratch.chmod(0o1777)
-    setting = "local import_notice_seconds = 3\n"
-    text = with_scratch(f"{script}.lua", str(scratch))
-    assert text.count(setting) == 1
-    podman = runner(site_runtime(text.replace(setting, setting.replace("3", "0"))))
-    try:
-        first = podman("run", "--rm", IMAGE, "true")
-        assert first.returncode == 0, first.stderr
-        said = [line for line in errors(first.stderr) if "importing" in line]
-        assert len(said) == 1, first.stderr
-        assert re.fullmatch(r"scrun: importing image \(\d+ MiB\) to the cache", said[0]), said
-        second = podman("run", "--rm", IMAGE, "true")
-        assert second.returncode == 0, second.stderr
-        assert errors(second.stderr) == [], second.stderr
-    finally:
-        shutil.rmtree(scratch)
+    podman = runner(site_runtime(with_private_staging(script, private_staging, 0)))
+    on_n1 = ["-e", "SCRUN_JOB_NODELIST=n1"]
+    said = notices(podman("run", "--rm", *on_n1, IMAGE, "true"))
+    expected = [r"scrun: importing image \(\d+ MiB\) to the cache"]
+    if script == "node-local":
+        expected.append(r"scrun: copying image \(\d+ MiB\) to node n1")
+    assert len(said) == len(expected), said
+    for line, pattern in zip(said, expected, strict=True):
+        assert re.fullmatch(pattern, line), said
+    assert notices(podman("run", "--rm", *on_n1, IMAGE, "true")) == []
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_container_waiting_for_anothers_import_says_so(
+    script: str,
+    who: Who,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    private_staging: tuple[Path, str],
+    no_leftovers: Callable[..., None],
+) -> None:
+    """While another holds the lock of its image (held here: on the scratch's cache entry,
+    or, for node-local.lua, on the node's copy of it), a container past
+    import_notice_seconds (0 here) says it waits, on its stderr; it goes on once the lock
+    is free, and runs."""
+    uid, runner = who
+    podman = runner(site_runtime(with_private_staging(script, private_staging, 0)))
+    on_n1 = ["-e", "SCRUN_JOB_NODELIST=n1"]
+    assert notices(podman("run", "--rm", *on_n1, IMAGE, "true")) != []  # the import
+    scratch, node_local = private_staging
+    [key] = [p.name for p in (scratch / str(uid) / "scrun-cache").iterdir() if p.is_dir()]
+    if script == "node-local":
+        node = node_roots(cluster.env)["n1"]
+        lock = node / node_local.lstrip("/") / f"scrun-{uid}" / "cache" / f"{key}.lock"
+        said = "scrun: waiting for another container's copy of this image to node n1"
+    else:
+        lock = scratch / str(uid) / "scrun-cache" / f"{key}.lock"
+        said = "scrun: waiting for another container's import of this image"
+    with ThreadPoolExecutor(1) as pool, open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        waiting = pool.submit(podman, "run", "--rm", *on_n1, IMAGE, "echo", "ran")
+        wait_for("the container waits for the image's lock", lambda: waits_for_lock(lock))
+        held.close()
+        done = waiting.result()
+    assert notices(done) == [said], done.stderr
+    assert done.stdout == "ran\n"
 
 
 # ----------------------------------------------------------------------------- clear errors
@@ -422,14 +425,6 @@ def set_immutable(path: Path, immutable: bool) -> None:
         os.close(fd)
 
 
-def one_error(done: subprocess.CompletedProcess[str]) -> str:
-    """The one line scrun told the user, for a container that failed."""
-    assert done.returncode != 0, done
-    lines = errors(done.stderr)
-    assert len(lines) == 1, done.stderr
-    return lines[0]
-
-
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
 def test_a_cache_that_cannot_be_written_is_one_clear_line(
     script: str,
@@ -462,6 +457,33 @@ def test_a_cache_that_cannot_be_written_is_one_clear_line(
         set_immutable(cache, False)
         if made:
             cache.rmdir()
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_node_whose_kernel_cannot_overlay_is_one_clear_line(
+    script: str,
+    who: Who,
+    site_runtime: MakeSite,
+    private_staging: tuple[Path, str],
+    no_leftovers: Callable[..., None],
+) -> None:
+    """The image cache's kernel check reads the job's nodes from Slurm (scontrol, with the
+    slurm.conf scrun gives the script's commands). No node here runs a kernel too old for
+    an overlay in a user namespace (they run this host's), so the test's copy of the script
+    asks for one newer than any (Linux 99.0): the container is refused in one line naming
+    its node and that node's kernel as Slurm reports it; nothing is imported or staged."""
+    uid, runner = who
+    text = with_private_staging(script, private_staging, 3)
+    need = "overlay_major=5 overlay_minor=11\n"
+    assert text.count(need) == 1
+    podman = runner(site_runtime(text.replace(need, "overlay_major=99 overlay_minor=0\n")))
+    line = one_error(podman("run", "--rm", "-e", "SCRUN_JOB_NODELIST=n1", IMAGE, "true"))
+    assert (
+        f"node n1 cannot run cached images: its kernel, Linux {platform.release()}, cannot make "
+        "an overlay in a user namespace (Linux 99.0 or later can; or set image_cache = false)"
+    ) in line, line
+    scratch, _ = private_staging
+    assert list((scratch / str(uid) / "scrun-cache").iterdir()) == []  # nothing imported
 
 
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])

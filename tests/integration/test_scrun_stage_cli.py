@@ -19,12 +19,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+from unittest.mock import ANY
 
 import pytest
-from conftest import SEED_SCRIPT
+from conftest import SEED_SCRIPT, node_roots, with_private_staging
 from helpers import wait_for
 from scrunlib.slurm_commands import job_tag
-from users import IMAGE, pick_users, user_site
+from users import IMAGE, assert_users_clean, pick_users, user_site
 
 if TYPE_CHECKING:
     from conftest import Cluster, SiteRuntime
@@ -327,3 +328,114 @@ def test_the_image_cache_listed_verified_and_pruned(
     for uid in (os.getuid(), person.uid):
         left = private_scratch / str(uid) / "scrun-cache"
         assert [p.name for p in left.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def node_rows(text: str) -> dict[str, dict[str, list[str]]]:
+    """`cache list`'s tables by what they list (`n1` for n1's, `scratch`): key → columns
+    (size, last use, state, users); `none` for a cache that has none."""
+    tables: dict[str, dict[str, list[str]]] = {}
+    rows: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line.startswith("cache "):
+            label = line.split()[1].rstrip(":")
+            where = label.split(":")[0] if ":" in label else "scratch"
+            rows = tables.setdefault(where, {})
+            if line.endswith(": none"):
+                rows["none"] = []
+        elif not line.startswith("KEY "):
+            row = re.split(r"\s{2,}", line)
+            rows[row[0]] = row[1:]
+    return tables
+
+
+def test_the_nodes_copies_listed_verified_and_pruned(
+    cluster: Cluster,
+    private_staging: tuple[Path, str],
+    site_runtime: Callable[..., SiteRuntime],
+    no_leftovers: Callable[..., None],
+) -> None:
+    """node-local.lua's copies of an image on the nodes: root's container on n1, a test
+    user's on both nodes. `scrun-stage cache --nodes all` lists them beside the scratch's (as
+    the user, and as root naming the user; in a job of its own, and in a job of the caller's),
+    verify names a node's copy changed after it was made, prune removes what no container
+    uses and keeps the copy a running container uses, until it has ended."""
+    scratch, node_local = private_staging
+    site = site_runtime(with_private_staging("node-local", private_staging, 3))
+    person = pick_users(cluster.exports, cluster.slurm_conf)[0]
+    done = site.podman("run", "--rm", "-e", "SCRUN_JOB_NODELIST=n1", IMAGE, "true")
+    assert done.returncode == 0, done.stderr
+    env = user_site(person, site)
+    done = person.podman("run", "--rm", "-e", "SCRUN_JOB_NUM_NODES=2", IMAGE, "true", env=env)
+    assert done.returncode == 0, done.stderr
+    stage = [str(SCRUN_STAGE), "cache"]
+    options = ["--scratch", str(scratch), "--node-local", node_local, "--nodes", "all"]
+
+    def as_person(*args: str) -> subprocess.CompletedProcess[str]:
+        return person.sh(shlex.join([*stage, *args, *options]))
+
+    def as_root(*args: str) -> subprocess.CompletedProcess[str]:
+        return cluster.run([*stage, *args, *options], timeout=120)
+
+    listed = as_root("list")
+    assert listed.returncode == 0, listed.stderr
+    tables = node_rows(listed.stdout)
+    [key] = tables["scratch"]
+    assert tables == {"scratch": {key: ANY}, "n1": {key: ANY}, "n2": {"none": []}}, listed.stdout
+    [key] = node_rows(as_person("list").stdout)["scratch"]  # the user's image: its own key
+    held = cluster.run(["salloc", "--no-shell", "-N2", "-J", "scrun-stage-test"], timeout=60)
+    job = re.search(r"Granted job allocation (\d+)", held.stderr)
+    assert job, held.stderr
+    try:
+        for listed in (
+            as_person("list"),
+            as_root("list", "--user", person.name),
+            as_root("list", "--user", person.name, "--job-id", job.group(1)),
+        ):
+            assert listed.returncode == 0, listed.stderr
+            tables = node_rows(listed.stdout)
+            assert set(tables) == {"scratch", "n1", "n2"}, listed.stdout
+            assert all(list(rows) == [key] for rows in tables.values()), listed.stdout
+            assert tables["n2"][key][2:] == ["ok", "-"], listed.stdout  # as copied, unused
+    finally:
+        cluster.run(["scancel", job.group(1)], timeout=30)
+    verified = as_person("verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    copy = node_roots(cluster.env)["n2"] / node_local.lstrip("/") / f"scrun-{person.uid}"
+    (copy / "cache" / key / "rootfs" / "etc" / "hostname").write_text("changed\n")
+    verified = as_person("verify")
+    assert verified.returncode == 1, verified.stdout + verified.stderr
+    assert f"scrun-stage: error: changed after their import: {key} on n2" in verified.stderr
+
+    # a running container of the user's on n1 uses the image there
+    name = f"scrun-in-use-{uuid.uuid4().hex[:10]}"
+    done = person.podman(
+        "run", "-d", "--name", name, "-e", "SCRUN_JOB_NODELIST=n1", IMAGE, "sleep", "600", env=env
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    try:
+        [marked] = wait_for(
+            "the container's mark on n1's copy",
+            lambda: list(node_cache_of(cluster, "n1", node_local, person.uid).glob("*/users/*")),
+        )
+        pruned = as_person("prune")
+        assert pruned.returncode == 0, pruned.stderr
+        lines = pruned.stdout.splitlines()
+        assert any(re.fullmatch(rf"removed  {key} \(\d+ MiB\) on n2", line) for line in lines)
+        assert f"in use   {key} by {marked.name} on n1" in lines, pruned.stdout
+        assert f"in use   {key} by {marked.name}" in lines, pruned.stdout  # the scratch's
+        assert (node_cache_of(cluster, "n1", node_local, person.uid) / key / "rootfs").is_dir()
+    finally:
+        person.podman("rm", "-f", name, env=env)
+    assert_users_clean(person)
+    for as_user in (as_person, as_root):  # (root: its own cache)
+        pruned = as_user("prune")
+        assert pruned.returncode == 0, pruned.stderr
+    for uid in (os.getuid(), person.uid):
+        for where in ("n1", "n2"):
+            left = node_cache_of(cluster, where, node_local, uid)
+            assert [p.name for p in left.glob("*") if not p.name.endswith(".lock")] == []
+
+
+def node_cache_of(cluster: Cluster, node: str, node_local: str, uid: int) -> Path:
+    """node-local.lua's cache of `uid` on `node`, as this host sees it."""
+    return node_roots(cluster.env)[node] / node_local.lstrip("/") / f"scrun-{uid}" / "cache"

@@ -82,6 +82,14 @@ def errors(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip() and PODMAN_NOISE not in line]
 
 
+def one_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The one line scrun told the user, for a container that failed."""
+    assert done.returncode != 0, done
+    lines = errors(done.stderr)
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
 def anchors_of(uid: int) -> list[str]:
     """`pid: command line` of this user's anchors (of this checkout's scrun)."""
     found = []

@@ -542,6 +542,18 @@ def test_allocator_command_inherits_process_env_when_job_env_is_empty(
     assert result.commands[0].output == "inherited\n"
 
 
+def test_allocator_command_talks_to_scruns_cluster(tmp_path: Path) -> None:
+    """A script's local commands get the slurm.conf scrun uses, as its remote ones do: its
+    scontrol or squeue asks the same cluster (on top of the job env, and of this process's
+    environment when that is empty)."""
+    body = 'local _, out = slurm.allocator_command("echo $SLURM_CONF")\nreturn out'
+    runner = SubprocessRunner(slurm_conf="/etc/slurm-test/slurm.conf")
+    for job_env in ([], ["A=1"]):
+        stager = Stager.load(script(tmp_path, body), runner=runner)
+        result = stager.stage_in(context(job_env=job_env))
+        assert result.commands[0].output == "/etc/slurm-test/slurm.conf\n", job_env
+
+
 def test_remote_command_runs_srun_in_the_job(tmp_path: Path, fp: object) -> None:
     srun_argv = remote_command_argv("/opt/slurm/bin/srun", 1234, "hostname")
     assert srun_argv[:3] == ["/opt/slurm/bin/srun", "--jobid", "1234"]

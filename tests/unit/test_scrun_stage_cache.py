@@ -7,15 +7,20 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from plumbum import local
-from scrun_stage import cache
+from scrun_stage import cache, node_cache
 from scrun_stage.main import main
 from scrunlib import log
+
+if TYPE_CHECKING:
+    from plumbum.commands.base import BaseCommand
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "scrun-lua"
 UID = os.getuid()
@@ -183,3 +188,123 @@ def test_du_is_composed_and_its_failure_named(fp, tmp_path: Path) -> None:  # ty
     fp.register([str(du), "-sk", "--", "/gone"], stderr="du: cannot access '/gone'\n", returncode=1)
     with pytest.raises(cache.CacheError, match=r"^measuring /gone failed \(exit 1\): du: cannot"):
         cache.size_kib(Path("/gone"))
+
+
+# -- node-local.lua's copies on the nodes ------------------------------------------------
+
+
+class OneNode(node_cache.Steps):
+    """The node steps run here, as on node n1 (its step's shell, without srun)."""
+
+    def command(self, script: str) -> BaseCommand:
+        return local["env"]["SLURMD_NODENAME=n1", "/bin/sh", "-c", script]
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """n1's node_local (`<dir>/scrun-<uid>/cache`): e (in use by c2, copied from the
+    scratch's b), f (unused, used long ago), an import of d under way; the steps run here."""
+    node_local = tmp_path / "node"
+    root = node_local / f"scrun-{UID}" / "cache"
+    root.mkdir(parents=True)
+    for name, users, used in ((KEYS[1], ("c2",), 2_000_000), (KEYS[2], (), 1_000)):
+        entry = make_entry(root, name, users=users, used=used)
+        (entry / "node-stamp").write_text((entry / "stamp").read_text())
+        (entry / "stamp").write_text("the scratch entry's\n")
+    (root / f"{KEYS[3]}.tmp" / "rootfs").mkdir(parents=True)
+
+    def steps_for(nodes: str, job_id: int | None, slurm_conf: str | None) -> node_cache.Steps:
+        assert (nodes, job_id) == ("n1", None)
+        return OneNode("srun", {}, nodes, job_id)
+
+    monkeypatch.setattr(node_cache, "steps_for", steps_for)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    return node_local
+
+
+def on_nodes(scratch: Path, node: Path) -> list[str]:
+    return ["--scratch", str(scratch), "--nodes", "n1", "--node-local", str(node)]
+
+
+def test_list_shows_each_nodes_copies_too(
+    scratch: Path, node: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert stage("cache", "list", *on_nodes(scratch, node)) == 0
+    out = capsys.readouterr().out
+    assert f"cache {scratch}/{UID}/scrun-cache: 5 entries" in out
+    _, _, nodes = out.partition(f"cache n1:{node}/scrun-{UID}/cache: 3 entries, ")
+    rows = [re.split(r"\s{2,}", line) for line in nodes.splitlines()[2:]]
+    assert [(row[0], row[3], row[4]) for row in rows] == [
+        (KEYS[2], "ok", "-"),  # least recently used first
+        (KEYS[1], "ok", "c2"),
+        (KEYS[3], "incomplete import", "-"),
+    ]
+
+
+def test_verify_names_a_nodes_copy_changed_after_its_copy(
+    scratch: Path, node: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A node's copy is checked against its own stamp (node-stamp), as the script takes it."""
+    assert stage("cache", "verify", *on_nodes(scratch, node)) == 0
+    out = capsys.readouterr().out
+    assert f"ok                {KEYS[2]} on n1\n" in out and out.count(" on n1\n") == 3
+    copy = node / f"scrun-{UID}" / "cache" / KEYS[2]
+    (copy / "rootfs" / "etc" / "os").write_text("!\n")
+    assert stage("cache", "verify", *on_nodes(scratch, node)) == 1
+    out, err = capsys.readouterr()
+    assert f"CHANGED           {KEYS[2]} on n1\n" in out
+    assert err == f"scrun-stage: error: changed after their import: {KEYS[2]} on n1\n"
+
+
+def test_prune_removes_the_nodes_unused_copies(
+    scratch: Path, node: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the node as on the scratch: what no container uses goes, under its lock (an
+    import under way keeps its own), what one uses stays."""
+    root = node / f"scrun-{UID}" / "cache"
+    with open(root / f"{KEYS[3]}.lock", "a") as lock:  # the copy of d under way
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert stage("cache", "prune", *on_nodes(scratch, node)) == 0
+    out = capsys.readouterr().out
+    assert f"removed  {KEYS[2]} (1 MiB) on n1\n" in out
+    assert f"in use   {KEYS[1]} by c2 on n1\n" in out
+    assert f"{KEYS[3]}.tmp (1 MiB) on n1" not in out  # its lock was held: not removed
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == [KEYS[1], f"{KEYS[3]}.tmp"]
+
+
+@pytest.mark.skipif(UID != 0, reason="another user's cache is root's to read")
+def test_a_node_cache_that_is_not_the_users_is_not_read(
+    scratch: Path, node: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Root reading a user's copies (--user): a cache directory that is a link (which would
+    lead root's prune anywhere), or not the user's, is named and left alone."""
+    mine = node / f"scrun-{UID}"
+    mine.rename(tmp_path / "elsewhere")
+    mine.symlink_to(tmp_path / "elsewhere")
+    assert stage("cache", "prune", *on_nodes(scratch, node)) == 0
+    out = capsys.readouterr().out
+    assert f"not read n1:{mine}/cache: {mine} is not the user's own directory" in out
+    assert len(list((tmp_path / "elsewhere" / "cache").iterdir())) == 5  # entries, locks
+
+
+def test_a_node_without_a_cache_says_so(
+    scratch: Path, node: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.rmtree(node / f"scrun-{UID}")
+    assert stage("cache", "list", *on_nodes(scratch, node)) == 0
+    assert f"cache n1:{node}/scrun-{UID}/cache: none\n" in capsys.readouterr().out
+
+
+def test_the_node_steps_are_one_task_a_node(tmp_path: Path) -> None:
+    """In a job of their own (srun waits a bounded time for the nodes: no job is left
+    queued), or as steps of the caller's job; with exactly the environment given."""
+    env = {"SLURM_CONF": "/etc/slurm/slurm.conf", "PATH": "/usr/bin"}
+    own = node_cache.Steps("/usr/bin/srun", env, "n[1-2]", None).command("true").formulate()
+    head = ["env", "-i", "SLURM_CONF=/etc/slurm/slurm.conf", "PATH=/usr/bin", "/usr/bin/srun"]
+    assert [Path(own[0]).name, *own[1:5]] == head
+    assert own[5:] == [
+        "--immediate=60", "--job-name=scrun-stage-cache", "--nodelist=n[1-2]",
+        "--ntasks-per-node=1", "--quiet", "--", "/bin/sh", "-c", "true",
+    ]  # fmt: skip
+    in_job = node_cache.Steps("/usr/bin/srun", env, "n1", 42).command("true").formulate()
+    assert in_job[5:8] == ["--overlap", "--jobid=42", "--nodelist=n1"]

@@ -11,11 +11,13 @@ is refused, with nothing staged.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import stat
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -44,12 +46,16 @@ def to_python(value: Any) -> Any:
 
 class FakeSlurm:
     """The part of the `slurm` table the scripts call. Commands run with /bin/sh; remote
-    ones as on the job's first node (SLURM_NODEID=0)."""
+    ones as on the job's first node (SLURM_NODEID=0, SLURMD_NODENAME=n1). As scrun's
+    runner does, a line of their output that starts with `scrun: ` goes to the user
+    (`notices`, and `on_notice` as it comes), not into the output the script gets."""
 
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self.commands: list[str] = []
         self.outputs: list[str] = []  # each command's
+        self.notices: list[str] = []
+        self.on_notice: Callable[[str], None] = lambda line: None
         self.errors: list[str] = []
         self.bundle = ""
         self.env: dict[str, str] = {}  # the job env's own variables
@@ -57,12 +63,23 @@ class FakeSlurm:
 
     def command(self, line: str, node: bool = False) -> tuple[int, str]:
         self.commands.append(line)
-        env = {"PATH": self.path, **self.env, **({"SLURM_NODEID": "0"} if node else {})}
-        done = subprocess.run(
-            ["/bin/sh", "-c", line], env=env, capture_output=True, text=True, timeout=60
-        )
-        self.outputs.append(done.stdout + done.stderr)
-        return done.returncode, done.stdout + done.stderr
+        on_node = {"SLURM_NODEID": "0", "SLURMD_NODENAME": "n1"} if node else {}
+        env = {"PATH": self.path, **self.env, **on_node}
+        output = []
+        with subprocess.Popen(
+            ["/bin/sh", "-c", line], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True,
+        ) as child:  # fmt: skip
+            assert child.stdout is not None
+            for out in child.stdout:
+                if out.startswith("scrun: "):
+                    self.notices.append(out.rstrip("\n"))
+                    self.on_notice(out.rstrip("\n"))
+                else:
+                    output.append(out)
+            rc = child.wait(timeout=60)
+        self.outputs.append("".join(output))
+        return rc, "".join(output)
 
     def table(self) -> Any:
         def log_error(form: str, *args: Any) -> None:
@@ -766,11 +783,6 @@ def test_a_full_disk_is_one_line(
     assert [p.name for p in cache.glob("*") if not p.name.endswith(".lock")] == []
 
 
-def notices(site: Site) -> list[str]:
-    """The lines for the user in the commands' output (scrun hands them over as they come)."""
-    return [line for out in site.slurm.outputs for line in out.splitlines() if "scrun: " in line]
-
-
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_a_long_import_says_so(tmp_path: Path, name: str) -> None:
     """An import that runs past import_notice_seconds (0 here: at once) says so, with the
@@ -779,10 +791,13 @@ def test_a_long_import_says_so(tmp_path: Path, name: str) -> None:
     (site.bundle / "rootfs" / "big").write_bytes(os.urandom(2 * 1024 * 1024))
     assert site.stage_in("a") == 0, site.slurm.errors
     first = site.slurm.bundle
-    assert notices(site) == ["scrun: importing image (3 MiB) to the cache"]
-    site.slurm.outputs.clear()
+    said = ["scrun: importing image (3 MiB) to the cache"]
+    if name == "node-local.lua":  # and the node's copy of it, from the scratch's cache
+        said.append("scrun: copying image (3 MiB) to node n1")
+    assert site.slurm.notices == said
+    site.slurm.notices.clear()
     assert site.stage_in("b") == 0, site.slurm.errors
-    assert notices(site) == []
+    assert site.slurm.notices == []
     for container, bundle in (("a", first), ("b", site.slurm.bundle)):
         assert site.stage_out(container, bundle) == 0, site.slurm.errors
     assert site.leftovers() == site.users_dirs
@@ -792,5 +807,83 @@ def test_a_long_import_says_so(tmp_path: Path, name: str) -> None:
 def test_a_quick_import_says_nothing(tmp_path: Path, name: str) -> None:
     site = Site(tmp_path, name)
     assert site.stage_in() == 0, site.slurm.errors
-    assert notices(site) == []
+    assert site.slurm.notices == []
     assert site.stage_out() == 0, site.slurm.errors
+
+
+@pytest.mark.parametrize(
+    ("name", "lock", "said"),
+    [
+        ("shared-scratch.lua", "cache", "waiting for another container's import of this image"),
+        ("node-local.lua", "cache", "waiting for another container's import of this image"),
+        (
+            "node-local.lua",
+            "node_cache",
+            "waiting for another container's copy of this image to node n1",
+        ),
+    ],
+)
+def test_a_container_waiting_for_anothers_import_says_so(
+    tmp_path: Path, name: str, lock: str, said: str
+) -> None:
+    """Another container holds the image's lock (it imports the image, or copies it to the
+    node): past import_notice_seconds (0 here) the waiting container says so, then goes on
+    once the lock is free (released here when it has said so)."""
+    site = Site(tmp_path, name, notice_s=0)
+    assert site.stage_in("a") == 0, site.slurm.errors
+    key = cache_entry(Path(site.slurm.bundle)).name
+    assert site.stage_out("a") == 0, site.slurm.errors
+    site.slurm.notices.clear()
+    with open(getattr(site, lock) / f"{key}.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        release = threading.Timer(10, held.close)  # (should it never say so)
+        release.start()
+        site.slurm.on_notice = lambda line: held.close()
+        try:
+            assert site.stage_in("b") == 0, site.slurm.errors
+        finally:
+            release.cancel()
+    assert site.slurm.notices == [f"scrun: {said}"]
+    assert site.stage_out("b") == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_container_whose_lock_is_free_says_nothing(tmp_path: Path, name: str) -> None:
+    """The lock is held only briefly (well within the site's 3 s): nothing is said."""
+    site = Site(tmp_path, name)
+    assert site.stage_in("a") == 0, site.slurm.errors
+    key = cache_entry(Path(site.slurm.bundle)).name
+    assert site.stage_out("a") == 0, site.slurm.errors
+    caches = (site.cache, site.node_cache) if name == "node-local.lua" else (site.cache,)
+    for cache in caches:
+        with open(cache / f"{key}.lock", "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            threading.Timer(0.2, held.close).start()
+            assert site.stage_in("b") == 0, site.slurm.errors
+        assert site.stage_out("b") == 0, site.slurm.errors
+    assert site.slurm.notices == []
+
+
+def test_a_changed_node_copy_is_not_used(tmp_path: Path) -> None:
+    """node-local.lua: a node's copy of an image keeps its own stamp (its files' status
+    change times, taken when it was copied); one changed after its copy is set aside, said
+    so, and the image copied to the node again; the containers of the changed copy keep it
+    until they end."""
+    site = Site(tmp_path, "node-local.lua")
+    assert site.stage_in("a") == 0, site.slurm.errors
+    first = Path(site.slurm.bundle)
+    key = cache_entry(first).name
+    copy = site.node_cache / key
+    assert (copy / "node-stamp").read_text().strip() != (copy / "stamp").read_text().strip()
+    (copy / "rootfs" / "etc" / "os").write_text("tampered\n")
+    assert site.stage_in("b") == 0, site.slurm.errors
+    assert site.slurm.notices == [
+        "scrun: the copy of the cached image on node n1 changed after it was made: copying it again"
+    ]
+    assert (copy / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+    [aside] = site.node_cache.glob("changed-*")
+    assert (aside / "users" / "a").exists() and not (copy / "users" / "a").exists()
+    for container, bundle in (("a", first), ("b", Path(site.slurm.bundle))):
+        assert site.stage_out(container, str(bundle)) == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs

@@ -88,7 +88,7 @@ def command_env(job_env: Sequence[str]) -> dict[str, str]:
 
 
 class SubprocessRunner(CommandRunner):
-    """Runs commands for real. `slurm_conf` is exported as SLURM_CONF to srun; `timeout`
+    """Runs commands for real. `slurm_conf` is exported as SLURM_CONF to both; `timeout`
     caps every command (the Lua runtime passes what is left of the hook's time, which may be
     less). `srun` defaults to the site's srun, looked up on first use."""
 
@@ -108,7 +108,7 @@ class SubprocessRunner(CommandRunner):
 
     def allocator(self, script: str, env: Mapping[str, str], timeout: float) -> tuple[int, str]:
         argv = ["/bin/sh", "-c", script]
-        return run_command(argv, env, min(timeout, self.timeout), self.tell_user)
+        return run_command(argv, self._with_conf(env), min(timeout, self.timeout), self.tell_user)
 
     def remote(
         self, script: str, env: Mapping[str, str], job_id: int, timeout: float
@@ -119,11 +119,18 @@ class SubprocessRunner(CommandRunner):
             return NOT_RUNNABLE, exc.message
         from scrunlib.slurm_commands import remote_command_argv
 
+        argv = remote_command_argv(srun, job_id, script)
+        return run_command(argv, self._with_conf(env), min(timeout, self.timeout), self.tell_user)
+
+    def _with_conf(self, env: Mapping[str, str]) -> dict[str, str]:
+        """`env` with SLURM_CONF, scrun's slurm.conf: the srun of a remote command, and the
+        Slurm commands a local one runs (scontrol, squeue), talk to scrun's cluster, which
+        need not be the one Slurm's compiled-in default names (podman passes no SLURM_CONF,
+        and the job env holds none)."""
         child_env = dict(env)
         if self.slurm_conf:
             child_env["SLURM_CONF"] = self.slurm_conf
-        argv = remote_command_argv(srun, job_id, script)
-        return run_command(argv, child_env, min(timeout, self.timeout), self.tell_user)
+        return child_env
 
     def _srun_path(self) -> str:
         """Found on first use only: an allocator-only script must work without Slurm."""

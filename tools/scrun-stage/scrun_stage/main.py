@@ -33,7 +33,7 @@ from scrunlib.ownership import check_job_owner
 from scrunlib.slurm import Slurm, cluster_name
 from scrunlib.slurm_version import SlurmVersion
 
-from scrun_stage import cache
+from scrun_stage import cache_command
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-    cache.add_parser(commands)
+    cache_command.add_parser(commands)
     return parser
 
 
@@ -204,11 +204,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_cache(args: argparse.Namespace) -> int:
     """`scrun-stage cache ACTION`: its report on stdout (verify's too when it fails)."""
     script = args.script
-    if not args.scratch and not script:
+    settings_given = args.scratch and (args.node_local or not args.nodes)
+    if not settings_given and not script:
         script = find_script(siteconfig.load().slurm_conf_path(args.slurm_conf, os.environ))
     try:
-        report, status = cache.run(args, script or "")
-    except cache.VerifyFailed as exc:
+        report, status = cache_command.run(args, script or "")
+    except cache_command.VerifyFailed as exc:
         sys.stdout.write(exc.report)
         raise
     sys.stdout.write(report)
