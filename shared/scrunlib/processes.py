@@ -19,8 +19,10 @@ The entries, by what the caller does with the child:
   is that pidfd wait for any process (`scrun delete` waits so for an anchor, conmon's
   child);
 - `fork`: `scrun create`'s anchor, a copy of this process running a function;
-- `replace`: this process becomes another program (exec), a node-side wrapper's hand-over.
-Each returns a Child (`run` excepted), with one idiom to wait for it, signal it and end it.
+- `hand_over`: a node-side wrapper's hand-over to the program it wraps, whose parent it
+  stays until the program ends (scrun-cdi-run's to crun), with the signals it made wait.
+Each returns a Child (`run` and `hand_over` excepted), with one idiom to wait for it, signal
+it and end it.
 No other module starts or waits for a process (lint_tree's children rule, `make lint`).
 Where subprocess is used it is imported in the function that needs it.
 
@@ -39,7 +41,7 @@ from _thread import allocate_lock  # the interpreter holds it from its start; th
 
 from scrunlib import pidns
 from scrunlib.errors import reason
-from scrunlib.signals import SIGKILL, SIGPIPE, SIGXFSZ
+from scrunlib.signals import SIGCHLD, SIGKILL, SIGPIPE, SIGXFSZ, pending
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -270,14 +272,26 @@ def start(argv: Sequence[str], env: Mapping[str, str], **stdio: Any) -> Child:
         raise CannotRun(argv[0], exc) from exc
 
 
-def replace(argv: Sequence[str], env: Mapping[str, str]) -> NoReturn:
-    """Become `argv` (looked up on `env`'s PATH) with exactly `env`: a wrapper that hands over
-    to the program it wraps (scrun-cdi-run to crun), keeping its pid and open descriptors.
-    Raises CannotRun."""
+def hand_over(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run `argv` (found on `env`'s PATH) with exactly `env`, as a wrapper hands over to the
+    program it wraps but stays its parent, to learn how it ended (scrun-cdi-run and crun).
+    The program gets our open descriptors but Python's, the signal dispositions we were given
+    (Python's SIGPIPE and SIGXFSZ back to the defaults) and our signal mask: what a wrapper
+    made wait (scrunlib.signals.defer) waits in the program too, and the signals that came
+    meanwhile are handed on to it (crun takes them when the container can have them).
+    Returns its exit code (-N for signal N) once it ends. Raises CannotRun."""
+    program = argv[0]
+    if "/" not in program:  # as execvpe; not found: posix_spawn says why it cannot run it
+        found = (os.path.join(d, program) for d in os.get_exec_path(dict(env)))
+        program = next((p for p in found if os.path.isfile(p) and os.access(p, os.X_OK)), program)
     try:
-        os.execvpe(argv[0], list(argv), dict(env))
+        pid = os.posix_spawn(program, list(argv), dict(env), setsigdef=_RESTORED_SIGNALS)
     except OSError as exc:
         raise CannotRun(argv[0], exc) from exc
+    child = Child(pid)
+    for signum in pending() - {SIGCHLD}:
+        child.signal(signum)
+    return child.wait_ended()
 
 
 def preload() -> None:
