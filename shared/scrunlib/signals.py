@@ -3,9 +3,9 @@ it is `_signal` (built into the interpreter, loaded at its start) plus enums of 
 numbers, and enum is kept off those paths (lint_tree/hotpath.py). Modules that name signals
 for people (signal.Signals) import `signal` where they need it.
 
-`defer` and `restore`: a wrapper that must not die of a signal while it prepares (a node's
-scrun-cdi-run, which slurmstepd signals with every process of the step) makes every signal
-wait, and its program gets them (scrunlib.processes.hand_over)."""
+`defer`, `restore` and `wait_for_signal`: a wrapper that must not die of a signal while it
+prepares (a node's scrun-cdi-run: slurmstepd signals the step's task, `podman stop`) makes
+every signal wait, and hands them to its program (scrunlib.processes.hand_over)."""
 
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ __all__ = [
     "SIG_DFL",
     "defer",
     "die_of",
-    "pending",
     "restore",
     "set_handler",
+    "wait_for_signal",
 ]
 
 
@@ -59,9 +59,10 @@ def restore(mask: set[int]) -> None:
     _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
 
 
-def pending() -> set[int]:
-    """The signals that came while blocked and still wait."""
-    return set(_signal.sigpending())
+def wait_for_signal() -> int:
+    """The next signal that comes, or the first that waits, taken (one blocked by `defer`:
+    any other would act instead)."""
+    return _signal.sigwait(_signal.valid_signals())
 
 
 def die_of(signum: int) -> None:

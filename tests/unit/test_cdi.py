@@ -328,6 +328,29 @@ def test_a_signal_while_the_wrapper_prepares_reaches_the_runtime(tmp_path: Path)
     assert (wrapper.returncode, out.strip()) == (7, str(int(signal.SIGTERM)))
 
 
+def test_a_signal_to_the_running_wrapper_reaches_the_runtime(tmp_path: Path) -> None:
+    """`podman kill -s USR1`: Slurm signals the step's task (slurmstepd's child, this
+    wrapper), not the runtime below it; the wrapper hands it on."""
+    show_pending = (  # ready, then it waits for a signal (10 s at most) and names it
+        "import signal, sys, time\n"
+        "print('ready', flush=True)\n"
+        "for _ in range(1000):\n    if signal.sigpending(): break\n    time.sleep(0.01)\n"
+        "print(*sorted(signal.sigpending())); sys.exit(5)"
+    )
+    directory = bundle(tmp_path, [])
+    argv = ["--bundle", str(directory), "--", sys.executable, "-c", show_pending, "run"]
+    wrapper = subprocess.Popen([*SCRUN_CDI_RUN, *argv], stdout=subprocess.PIPE, text=True)
+    try:
+        assert wrapper.stdout is not None
+        assert wrapper.stdout.readline() == "ready\n"
+        wrapper.send_signal(signal.SIGUSR1)
+        out, _ = wrapper.communicate(timeout=60)
+    finally:
+        wrapper.kill()
+        wrapper.wait()
+    assert (wrapper.returncode, out.strip()) == (5, str(int(signal.SIGUSR1)))
+
+
 def blocked(pid: int, signum: int) -> bool:
     """Whether process `pid` blocks `signum` (its /proc status)."""
     status = Path(f"/proc/{pid}/status").read_text()

@@ -218,21 +218,20 @@ def test_hand_over_finds_the_program_on_its_path_and_returns_how_it_ended(tmp_pa
 
 
 SHARED = str(Path(__file__).resolve().parents[2] / "shared")
-# A wrapper as scrun-cdi-run is: its signals wait (one came: SIGTERM), then it hands over to
-# a program that shows its signal mask and dispositions (grep reading its /proc/self/status),
-# then to one that waits (10 s at most) for a signal to be pending and names it.
+# A wrapper as scrun-cdi-run is, its signals waiting: it hands over to a program that shows
+# its signal mask and dispositions (grep reading its /proc/self/status); then, a SIGTERM
+# having come, to one that waits (10 s at most) for a signal to be pending and names it.
 HANDING_OVER = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
 from scrunlib import processes, signals
 signals.defer()
+env = {"PATH": "/usr/bin:/bin"}
+code = processes.hand_over(["grep", "-E", "^(SigBlk|SigIgn):", "/proc/self/status"], env)
 os.kill(os.getpid(), signal.SIGTERM)
-status = ["grep", "-E", "^(SigBlk|SigIgn):", "/proc/self/status"]
 awaiting = "import signal, time\\n"
 awaiting += "for _ in range(1000):\\n    if signal.sigpending(): break\\n    time.sleep(0.01)\\n"
 awaiting += "print('pending', *sorted(signal.sigpending()))"
-env = {"PATH": "/usr/bin:/bin"}
-code = processes.hand_over(status, env)
 sys.exit(code or processes.hand_over([sys.executable, "-c", awaiting], env))
 """
 
@@ -254,6 +253,12 @@ def test_the_program_gets_the_signals_that_waited_and_waits_for_them_too() -> No
     assert all(state["SigBlk"] & 1 << (n - 1) for n in blockable if n < 32), done.stdout
     assert not state["SigIgn"] & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1))
     assert lines[2:] == [f"pending {int(signal.SIGTERM)}"], done.stdout
+
+
+def test_hand_over_leaves_the_signal_mask_as_it_found_it() -> None:
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert processes.hand_over(["/bin/sh", "-c", "exit 0"], {}) == 0
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
 
 
 def test_a_streamed_run_hands_each_line_over_as_it_is_written(tmp_path):
