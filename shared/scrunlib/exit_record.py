@@ -17,8 +17,8 @@ removes the job's records), and the container's code is srun's rule over its tas
 highest, `container_code`); without one for every task (another RunTimeRun, a kernel
 before 4.13) it is 137, the OOM killer's SIGKILL, as before.
 
-Standard library only, and no more of it than `os`: both scrun-cdi-run (every container
-step of a node) and the anchor import it.
+Standard library only, and no more of it than `os` and `stat`: both scrun-cdi-run (every
+container step of a node) and the anchor import it.
 """
 
 from __future__ import annotations
