@@ -245,30 +245,30 @@ R="/run/user/\$(id -u %u)/crun"
 C="crun --rootless=true --cgroup-manager=disabled --root=$R"
 # each: the step's containers that this call is about, as \$c (sh code)
 each="s=%n.%u.%j.%s. t=%t; for c in \$(ls $R 2>/dev/null); do case \$t:\$c in -1:\$s*|*:\$s\$t)"
-# the GPUs: scrun-cdi-run (this checkout's, as a site installs it on its nodes) gives the step's
+# scrun-cdi-run (this checkout's, as a site installs it on its nodes) gives the step's
 # container the devices, mounts, environment and hooks of the node's CDI spec for the GPUs
-# Slurm allocated, then execs crun. Slurm 22.05 tells the runtime nothing of them: it asks
+# Slurm allocated, then runs crun and keeps its exit code where an OOM kill hides it from
+# Slurm (scrunlib.exit_record). Slurm 22.05 tells the runtime nothing of the GPUs: it asks
 # the job's record (--job, --node). The nodes may not see this checkout (a clone under /tmp:
 # each node has a /tmp of its own), so they run a copy in DIR/etc, which every node sees,
 # with the system's python3 (scrun-cdi-run needs only the standard library).
-run_wrapper=""
-if [ "$GPUS" != 0 ]; then
-  cdi_dir="$ETC/scrun-cdi"
-  rm -rf "$cdi_dir.new" && mkdir -p "$cdi_dir.new"
-  cp -r "$REPO/shared/scrunlib" "$REPO/tools/scrun-cdi/scrun_cdi" "$cdi_dir.new/"
-  find "$cdi_dir.new" -name __pycache__ -prune -exec rm -rf {} +
-  /usr/bin/python3 -m compileall -q "$cdi_dir.new"  # the nodes run this host's python3: compiled once
-  cat >"$cdi_dir.new/scrun-cdi-run" <<EOF
+cdi_dir="$ETC/scrun-cdi"
+rm -rf "$cdi_dir.new" && mkdir -p "$cdi_dir.new"
+cp -r "$REPO/shared/scrunlib" "$REPO/tools/scrun-cdi/scrun_cdi" "$cdi_dir.new/"
+find "$cdi_dir.new" -name __pycache__ -prune -exec rm -rf {} +
+/usr/bin/python3 -m compileall -q "$cdi_dir.new"  # the nodes run this host's python3: compiled once
+cat >"$cdi_dir.new/scrun-cdi-run" <<EOF
 #!/bin/sh
 # scrun-cdi-run, as cluster-up.sh copied it from $REPO
 exec /usr/bin/python3 -I -c 'import sys; sys.path.insert(0, "$cdi_dir"); from scrun_cdi.main import main; sys.exit(main())' "\$@"
 EOF
-  chmod -R a+rX "$cdi_dir.new" && chmod 755 "$cdi_dir.new/scrun-cdi-run"
-  rm -rf "$cdi_dir" && mv "$cdi_dir.new" "$cdi_dir"
-  run_wrapper="$cdi_dir/scrun-cdi-run --bundle %b"
+chmod -R a+rX "$cdi_dir.new" && chmod 755 "$cdi_dir.new/scrun-cdi-run"
+rm -rf "$cdi_dir" && mv "$cdi_dir.new" "$cdi_dir"
+run_wrapper="$cdi_dir/scrun-cdi-run --bundle %b"
+if [ "$GPUS" != 0 ]; then
   case "$(SLURM_CONF="$tmp/slurm.conf" srun --version)" in *" 22."*) run_wrapper+=" --job %j --node %n" ;; esac
-  run_wrapper+=" -- "
 fi
+run_wrapper+=" -- "
 cat >"$tmp/oci.conf" <<EOF
 RunTimeQuery="$each $C state \$c 2>/dev/null && exit 0; rm -rf $R/\$c;; esac; done; echo {}"
 RunTimeKill="$each $C kill -a \$c KILL 2>/dev/null;; esac; done; true"

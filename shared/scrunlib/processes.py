@@ -19,8 +19,10 @@ The entries, by what the caller does with the child:
   is that pidfd wait for any process (`scrun delete` waits so for an anchor, conmon's
   child);
 - `fork`: `scrun create`'s anchor, a copy of this process running a function;
-- `replace`: this process becomes another program (exec), a node-side wrapper's hand-over.
-Each returns a Child (`run` excepted), with one idiom to wait for it, signal it and end it.
+- `hand_over`: a node-side wrapper's hand-over to the program it wraps, whose parent it
+  stays until the program ends, handing it every signal (scrun-cdi-run's to crun).
+Each returns a Child (`run` and `hand_over` excepted), with one idiom to wait for it, signal
+it and end it.
 No other module starts or waits for a process (lint_tree's children rule, `make lint`).
 Where subprocess is used it is imported in the function that needs it.
 
@@ -37,7 +39,7 @@ from __future__ import annotations
 import os
 from _thread import allocate_lock  # the interpreter holds it from its start; threading does not
 
-from scrunlib import pidns
+from scrunlib import pidns, signals
 from scrunlib.errors import reason
 from scrunlib.signals import SIGKILL, SIGPIPE, SIGXFSZ
 
@@ -270,14 +272,30 @@ def start(argv: Sequence[str], env: Mapping[str, str], **stdio: Any) -> Child:
         raise CannotRun(argv[0], exc) from exc
 
 
-def replace(argv: Sequence[str], env: Mapping[str, str]) -> NoReturn:
-    """Become `argv` (looked up on `env`'s PATH) with exactly `env`: a wrapper that hands over
-    to the program it wraps (scrun-cdi-run to crun), keeping its pid and open descriptors.
-    Raises CannotRun."""
+def hand_over(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run `argv` (found on `env`'s PATH) with exactly `env`, as a wrapper hands over to the
+    program it wraps but stays its parent, to learn how it ended (scrun-cdi-run and crun).
+    It gets our open descriptors but Python's, the signal dispositions we were given (but
+    Python's: SIGPIPE, SIGXFSZ) and every signal blocked, so that one that comes before it
+    is ready waits (crun takes them from a signalfd for the container). Each signal that
+    comes to us is handed on to it, those that waited in a wrapper (signals.defer) first:
+    Slurm signals only a step's task. Returns its exit code (-N: signal N). CannotRun."""
+    program = argv[0]
+    if "/" not in program:  # as execvpe; not found: posix_spawn says why it cannot run it
+        found = (os.path.join(d, program) for d in os.get_exec_path(dict(env)))
+        program = next((p for p in found if os.path.isfile(p) and os.access(p, os.X_OK)), program)
+    before = signals.defer()
     try:
-        os.execvpe(argv[0], list(argv), dict(env))
+        pid = os.posix_spawn(program, list(argv), dict(env), setsigdef=_RESTORED_SIGNALS)
     except OSError as exc:
+        signals.restore(before)
         raise CannotRun(argv[0], exc) from exc
+    child = Child(pid)
+    while (code := child.poll()) is None:
+        if (signum := signals.wait_for_signal()) != signals.SIGCHLD:
+            child.signal(signum)
+    signals.restore(before)
+    return code
 
 
 def preload() -> None:

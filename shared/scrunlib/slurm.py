@@ -10,19 +10,22 @@ from __future__ import annotations
 import os
 import time
 
-from scrunlib import filecache, processes
+from scrunlib import exit_record, filecache, processes
 from scrunlib.errors import SlurmError
 from scrunlib.processes import Child, spawn
 from scrunlib.signals import SIGINT
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm_commands import (
+    EndedStep,
     cancel_argv,
     command_environment,
+    ended_step,
     hostnames_argv,
     job_exit_status,
     job_record_argv,
     named_steps,
     parse_scontrol_record,
+    remote_command_argv,
     salloc_argv,
     step_states_argv,
     steps_argv,
@@ -403,19 +406,30 @@ class Slurm:
                 return False
             time.sleep(STEP_POLL_SECONDS)
 
-    def step_ran_out_of_memory(self, job_id: int, step_name: str) -> bool:
-        """Whether the job's ended step named `step_name` was ended by the cgroup OOM killer,
-        as the accounting database says (False without accounting or a record yet). srun
-        reports such a step as a plain failure (status 1), not as a SIGKILL."""
+    def out_of_memory_step(self, job_id: int, step_name: str) -> EndedStep | None:
+        """The job's ended step named `step_name`, when the accounting database says the
+        cgroup OOM killer hit it (None without accounting, a record yet, or an OOM kill).
+        srun reports such a step as a plain failure (status 1), not as a SIGKILL."""
         try:
             code, out, _ = self.run(step_states_argv(self.path("sacct"), job_id))
         except SlurmError:
-            return False
-        # the job's steps in order: the last one of that name is the container's
-        states = [
-            line.partition("|")[2] for line in out.splitlines() if line.startswith(f"{step_name}|")
-        ]
-        return code == 0 and states[-1:] == ["OUT_OF_MEMORY"]
+            return None
+        step = ended_step(out, job_id, step_name) if code == 0 else None
+        return step if step is not None and step.state == "OUT_OF_MEMORY" else None
+
+    def recorded_exit_code(self, job_id: int, step: EndedStep, timeout: float) -> int | None:
+        """The exit code the step's tasks' runtimes kept on their nodes where the OOM killer
+        hid it (scrunlib.exit_record), as srun would have reported it; None unless every
+        task's is there. One step of the job on the step's nodes reads and removes them
+        (the job must still run)."""
+        script = exit_record.read_script(job_id)
+        argv = remote_command_argv(self.path("srun"), job_id, script, "scrun-exit", step.nodes)
+        try:
+            code, out, _ = self.run(argv, timeout=timeout)
+        except SlurmError:
+            return None
+        codes = exit_record.step_codes(out, job_id, step.step_id) if code == 0 else {}
+        return exit_record.container_code(codes, step.tasks)
 
     def step_nodes(self, job_id: int, step_id: int) -> list[str]:
         """The nodes of a running step, in order (its task 0 runs on the first)."""

@@ -313,8 +313,34 @@ def job_record_argv(scontrol: str, job_id: int) -> list[str]:
 
 
 def step_states_argv(sacct: str, job_id: int) -> list[str]:
-    """`sacct` listing the job's steps from accounting, `NAME|STATE` a line, in order."""
-    return [sacct, "-n", "-P", "-j", str(job_id), "-o", "JobName,State"]
+    """`sacct` listing the job's steps from accounting, in order, a line each:
+    `JOBID.STEP|NAME|STATE|TASKS|NODES` (read by `ended_step`)."""
+    return [sacct, "-n", "-P", "-j", str(job_id), "-o", "JobID,JobName,State,NTasks,NodeList"]
+
+
+class EndedStep:
+    """A step as accounting recorded it: its number, state (`OUT_OF_MEMORY`, `COMPLETED`,
+    ...), how many tasks it had and on which nodes (a Slurm node list)."""
+
+    __slots__ = ("nodes", "state", "step_id", "tasks")
+
+    def __init__(self, step_id: int, state: str, tasks: int, nodes: str) -> None:
+        self.step_id, self.state, self.tasks, self.nodes = step_id, state, tasks, nodes
+
+
+def ended_step(listing: str, job_id: int, step_name: str) -> EndedStep | None:
+    """The last of job `job_id`'s steps named `step_name` in step_states_argv's output (a
+    container's own: the job's steps are in order), None when accounting has none."""
+    found = None
+    for line in listing.splitlines():
+        fields = line.split("|")
+        if len(fields) != 5 or fields[1] != step_name:
+            continue
+        job, _, step = fields[0].partition(".")
+        if job == str(job_id) and step.isdigit():
+            tasks = int(fields[3]) if fields[3].isdigit() else 0
+            found = EndedStep(int(step), fields[2].split(" ")[0], tasks, fields[4])
+    return found
 
 
 def hostnames_argv(scontrol: str, nodelist: str) -> list[str]:

@@ -307,6 +307,12 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
                 for d in sorted(user_root.iterdir())
                 if not d.name.startswith(".")  # crun's .cache
             ]
+        # an exit code scrun-cdi-run kept for the anchor (scrunlib.exit_record): the anchor
+        # reads and removes it, and a step the OOM killer spared keeps none
+        problems += [
+            f"exit code record left on {node}: {record.relative_to(root)}"
+            for record in sorted((root / "run" / "user").glob("[0-9]*/scrun-exit/*"))
+        ]
     # what scrun.lua staged into the shared scratch dir (<dir>/<uid>/scrun/<id> for the
     # cluster's docs/scrun-lua/shared-scratch.lua, <dir>/<uid>/slurm/scrun/<id> for the man
     # page's examples): their stage-out removes it

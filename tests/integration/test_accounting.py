@@ -178,6 +178,53 @@ def test_memory_past_the_limit_ends_the_container_out_of_memory(
     assert records[f"{job_id}.0"][0] == "OUT_OF_MEMORY", records
 
 
+# The same allocation in a child of the container's shell (pid 1): the OOM killer kills the
+# child, the shell goes on and exits {code}.
+CHILD_ALLOCATES = "sh -c '{allocate}'; echo \"child: $?\"; exit {code}"
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_child_killed_by_the_memory_limit_leaves_the_container_its_exit_code(
+    cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None], code: int
+) -> None:
+    """The container's exit code is its main process's, as with crun: Slurm reports every
+    step the OOM killer struck as out of memory (srun: 1), and sacct still does."""
+    program = CHILD_ALLOCATES.format(allocate=ALLOCATE.format(size="200m"), code=code)
+    done, cid = run_named(podman, "-e", "SCRUN_MEM_PER_NODE=64M", IMAGE, "sh", "-c", program)
+    assert (done.returncode, done.stdout) == (code, "child: 137\n"), done.stderr
+    job_id = job_of(cluster, cid)
+    records = final_record(cluster, job_id)
+    assert records[f"{job_id}.0"][0] == "OUT_OF_MEMORY", records
+
+
+@pytest.mark.parametrize(("child", "code"), [(True, 0), (False, 137)])
+def test_a_users_container_past_the_memory_limit(
+    cluster: Cluster, no_leftovers: Callable[..., None], child: bool, code: int
+) -> None:
+    """The same through a test user's rootless podman: 0 when only a child was killed,
+    137 when the main process was; sacct says OUT_OF_MEMORY for both."""
+    person, _ = pick_users(cluster.exports, cluster.slurm_conf)
+    allocate = ALLOCATE.format(size="200m")
+    program = CHILD_ALLOCATES.format(allocate=allocate, code=0) if child else allocate
+    name = f"scrun-acct-{uuid.uuid4().hex[:10]}"
+    try:
+        done = person.podman(
+            "run", "--name", name, "-e", "SCRUN_MEM_PER_NODE=64M", IMAGE, "sh", "-c", program
+        )
+        cid = person.podman("inspect", "-f", "{{.ID}}", name).stdout.strip()
+    finally:
+        person.podman("rm", "-f", "-t", "0", name)
+    assert cid, done.stderr
+    assert done.returncode == code, (done.stdout, done.stderr)
+    assert ("child: 137" in done.stdout) == child, done.stdout
+    assert "kept" not in done.stdout
+    records = final_record(cluster, job_of(cluster, cid))
+    assert [state for job, (state, _) in records.items() if job.endswith(".0")] == [
+        "OUT_OF_MEMORY"
+    ], records
+    assert_users_clean(person)
+
+
 def test_memory_within_the_limit_is_fine(podman: Podman, no_leftovers: Callable[..., None]) -> None:
     """The same program, with room: the limit is what ended it above, not the program."""
     done = podman.scrun(

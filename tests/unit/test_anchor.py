@@ -21,7 +21,7 @@ from scrun_anchor.container import Container
 from scrun_anchor.creation import Creation
 from scrun_anchor.staging import ContainerStaging
 from scrunlib import bundle as bundles
-from scrunlib import protocol
+from scrunlib import exit_record, protocol
 from scrunlib.errors import InvalidInput, LuaError, SlurmError
 from scrunlib.launch import Launch, anchor_logging
 from scrunlib.log import LogSettings
@@ -40,7 +40,7 @@ class Site:
     def __init__(self, root: Path) -> None:
         self.bin = root / "bin"
         self.bin.mkdir()
-        for name in ("srun", "salloc", "scancel", "scontrol", "squeue"):
+        for name in ("srun", "salloc", "scancel", "scontrol", "squeue", "sacct"):
             (self.bin / name).write_text('#!/bin/sh\ntouch "$0.ran"; exit 99\n')
             (self.bin / name).chmod(0o755)
         (root / "etc").mkdir()
@@ -267,6 +267,49 @@ def test_a_job_slurm_ended_is_reported(fp, site, spool, bundle, created) -> None
     )
     assert created.stop() == 137
     assert saved(spool).error == f"job {JOB} ended by Slurm: TIMEOUT"
+
+
+# srun's 1 for a step Slurm says the OOM killer hit: the container's code is the one its node
+# kept (scrunlib.exit_record), 137 without one; a plain 1 otherwise
+SACCT = ["-n", "-P", "-j", str(JOB), "-o", "JobID,JobName,State,NTasks,NodeList"]
+
+
+def read_records(site: Site, nodes: str) -> list[str]:
+    return [
+        site.tool("srun"), "--jobid", str(JOB), "--quiet", "--job-name", "scrun-exit",
+        "--ntasks-per-node=1", "--overlap", "--chdir=/", f"--nodelist={nodes}",
+        "--", "/bin/sh", "-c", exit_record.read_script(JOB),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("state", "records", "code"),
+    [
+        ("OUT_OF_MEMORY", "77.0.n1.9 0\n", 0),  # only a child was killed: the main process's
+        ("OUT_OF_MEMORY", "77.0.n1.9 3\n", 3),
+        ("OUT_OF_MEMORY", "77.0.n1.9 137\n", 137),  # the main process was killed
+        ("OUT_OF_MEMORY", "", 137),  # no node kept one (another RunTimeRun): the SIGKILL
+        ("OUT_OF_MEMORY", "77.1.n1.9 0\n", 137),  # another step's
+        ("FAILED", None, 1),  # no OOM kill: srun's 1 is the container's
+    ],
+)
+def test_the_code_behind_slurms_out_of_memory_mark(
+    fp, site, spool, bundle, created, state: str, records: str | None, code: int
+) -> None:
+    fp.register(step_argv(site, bundle), returncode=1)
+    created.handle({"op": "start"})
+    FakeSteps(fp, str(site.bin), JOB, {})
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    fp.register(
+        [site.tool("sacct"), *SACCT],
+        stdout=f"{JOB}|scrun|{state}|1|n1\n{JOB}.0|scrun|{state}|1|n1\n",
+    )
+    if records is not None:
+        fp.register(read_records(site, "n1"), stdout=records)
+    assert created.stop() == code
+    assert saved(spool).exit_code == code
+    assert job_status(site) == str(code)
+    assert fp.call_count(read_records(site, "n1")) == (records is not None)
 
 
 # -- the end, in order: the tasks ended, then stage-out, then `stopped` --------------------

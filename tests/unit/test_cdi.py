@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from scrun_cdi import main as cdi_run
-from scrunlib import cdi
+from scrun_cdi import main as cdi_main
+from scrun_cdi import wrapper as cdi_run
+from scrunlib import cdi, exit_record
+from waiting import wait_for
 
 DEVICE = "/dev/null"  # a character device every test machine has
 
@@ -207,8 +212,8 @@ def test_a_step_with_gpus_gets_its_config_from_memory(tmp_path: Path) -> None:
 
 
 def test_usage_problems_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cdi_run.main(["--bundle", "B", "--", "crun", "state", "x"]) == 1
-    assert cdi_run.main(["--frob"]) == 1
+    assert cdi_main.main(["--bundle", "B", "--", "crun", "state", "x"]) == 1
+    assert cdi_main.main(["--frob"]) == 1
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2
     assert all(line.startswith("scrun-cdi-run: error: ") for line in lines)
@@ -225,3 +230,129 @@ def test_a_yaml_spec_is_read_with_pyyaml(tmp_path: Path) -> None:
     cdi.apply(config, cdi.load_spec("n1", cdi.DEFAULT_KIND, (str(tmp_path),)), [0], "n1")
     assert "FROM_YAML=1" in config["process"]["env"]
     assert [m["destination"] for m in config["mounts"]] == [DEVICE]
+
+
+# ----------------------------------------------------------------------------- the runtime's end
+
+
+REPO = Path(__file__).resolve().parents[2]
+# scrun-cdi-run from this tree, as the harness runs it on the nodes
+SCRUN_CDI_RUN = [
+    sys.executable,
+    "-I",
+    "-c",
+    f"import sys; sys.path[:0] = [{str(REPO / 'shared')!r}, {str(REPO / 'tools/scrun-cdi')!r}]; "
+    "from scrun_cdi.main import main; sys.exit(main())",
+]
+
+
+def runtime_script(tmp_path: Path, body: str) -> list[str]:
+    """A runtime as oci.conf runs one (`... run ...`): a shell script doing `body`."""
+    script = tmp_path / "runtime"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return [str(script), "run", "--bundle", "B", "name"]
+
+
+@pytest.mark.parametrize(("body", "code"), [("exit 0", 0), ("exit 3", 3), ("exit 137", 137)])
+def test_the_wrapper_exits_as_the_runtime_did(tmp_path: Path, body: str, code: int) -> None:
+    argv = ["--bundle", str(bundle(tmp_path, [])), "--", *runtime_script(tmp_path, body)]
+    assert cdi_run.run(argv, set()) == code
+
+
+def test_a_runtime_killed_by_a_signal_kills_the_wrapper_alike(tmp_path: Path) -> None:
+    argv = ["--bundle", str(bundle(tmp_path, [])), "--", *runtime_script(tmp_path, "kill -9 $$")]
+    done = subprocess.run(
+        [*SCRUN_CDI_RUN, *argv],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+
+
+IDENTITY = ["SLURM_JOB_ID=42", "SLURM_STEP_ID=0"]
+
+
+class Killed:
+    """An OomWatch that saw a kill (or not)."""
+
+    def __init__(self, killed: bool) -> None:
+        self.seen = killed
+
+    def killed(self) -> bool:
+        return self.seen
+
+
+@pytest.mark.parametrize(("killed", "kept"), [(True, "0\n"), (False, None)])
+def test_the_code_is_kept_on_the_node_only_when_the_oom_killer_struck(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, killed: bool, kept: str | None
+) -> None:
+    """A child killed, the main process's 0: the anchor will find it, named after the task."""
+    monkeypatch.setattr(exit_record, "RECORD_DIR", str(tmp_path / "records-{uid}"))
+    monkeypatch.setattr(exit_record.OomWatch, "start", classmethod(lambda cls: Killed(killed)))
+    directory = bundle(tmp_path, IDENTITY)
+    argv = ["--bundle", str(directory), "--node", "n1", "--", *runtime_script(tmp_path, "exit 0")]
+    assert cdi_run.run(argv, set()) == 0
+    records = tmp_path / f"records-{os.getuid()}"
+    kept_now = {p.name: p.read_text() for p in records.iterdir()} if records.exists() else {}
+    assert kept_now == ({f"42.0.n1.{os.getpid()}": kept} if kept else {})
+
+
+def test_a_signal_while_the_wrapper_prepares_reaches_the_runtime(tmp_path: Path) -> None:
+    """`podman stop` while the step starts: slurmstepd's SIGTERM comes while scrun-cdi-run
+    still reads the config (a FIFO here, that it blocks on). It does not end the wrapper: it
+    waits, and the runtime gets it, pending, to pass on once the container runs (crun)."""
+    directory = tmp_path / "bundle"
+    directory.mkdir()
+    config = directory / "config.json"
+    os.mkfifo(config)
+    show_pending = (  # (it waits for the signal, 10 s at most: it may come after its start)
+        "import signal, sys, time\n"
+        "for _ in range(1000):\n    if signal.sigpending(): break\n    time.sleep(0.01)\n"
+        "print(*sorted(signal.sigpending())); sys.exit(7)"
+    )
+    argv = ["--bundle", str(directory), "--", sys.executable, "-c", show_pending, "run"]
+    wrapper = subprocess.Popen(
+        [*SCRUN_CDI_RUN, *argv],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for("scrun-cdi-run to hold its signals", lambda: blocked(wrapper.pid, signal.SIGTERM))
+        wrapper.send_signal(signal.SIGTERM)
+        config.write_text(json.dumps({"process": {"env": []}}))  # it may go on now
+        out, _ = wrapper.communicate(timeout=60)
+    finally:
+        wrapper.kill()
+        wrapper.wait()
+    assert (wrapper.returncode, out.strip()) == (7, str(int(signal.SIGTERM)))
+
+
+def test_a_signal_to_the_running_wrapper_reaches_the_runtime(tmp_path: Path) -> None:
+    """`podman kill -s USR1`: Slurm signals the step's task (slurmstepd's child, this
+    wrapper), not the runtime below it; the wrapper hands it on."""
+    show_pending = (  # ready, then it waits for a signal (10 s at most) and names it
+        "import signal, sys, time\n"
+        "print('ready', flush=True)\n"
+        "for _ in range(1000):\n    if signal.sigpending(): break\n    time.sleep(0.01)\n"
+        "print(*sorted(signal.sigpending())); sys.exit(5)"
+    )
+    directory = bundle(tmp_path, [])
+    argv = ["--bundle", str(directory), "--", sys.executable, "-c", show_pending, "run"]
+    wrapper = subprocess.Popen([*SCRUN_CDI_RUN, *argv], stdout=subprocess.PIPE, text=True)
+    try:
+        assert wrapper.stdout is not None
+        assert wrapper.stdout.readline() == "ready\n"
+        wrapper.send_signal(signal.SIGUSR1)
+        out, _ = wrapper.communicate(timeout=60)
+    finally:
+        wrapper.kill()
+        wrapper.wait()
+    assert (wrapper.returncode, out.strip()) == (5, str(int(signal.SIGUSR1)))
+
+
+def blocked(pid: int, signum: int) -> bool:
+    """Whether process `pid` blocks `signum` (its /proc status)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk:"))
+    return bool(int(mask, 16) & 1 << (signum - 1))

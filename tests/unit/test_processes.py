@@ -3,6 +3,8 @@ bounded run returns, and how it ends a child that overruns."""
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -198,10 +200,65 @@ def test_a_forked_function_exits_with_what_it_returns():
     assert child.wait(10) == 7
 
 
-def test_replace_names_a_program_it_cannot_become() -> None:
+def test_hand_over_names_a_program_it_cannot_run() -> None:
     """scrun-cdi-run's hand-over to crun: a missing program is CannotRun, in its wording."""
     with pytest.raises(processes.CannotRun, match="cannot run /nonexistent/crun: "):
-        processes.replace(["/nonexistent/crun", "run"], {"PATH": "/usr/bin"})
+        processes.hand_over(["/nonexistent/crun", "run"], {"PATH": "/usr/bin"})
+    with pytest.raises(processes.CannotRun, match="cannot run no-such-runtime: "):
+        processes.hand_over(["no-such-runtime", "run"], {"PATH": "/usr/bin"})
+
+
+def test_hand_over_finds_the_program_on_its_path_and_returns_how_it_ended(tmp_path) -> None:
+    program = tmp_path / "runtime"
+    program.write_text('#!/bin/sh\n[ "$1" = kill ] && kill -9 $$\nexit 3\n')
+    program.chmod(0o755)
+    env = {"PATH": f"/nonexistent:{tmp_path}"}
+    assert processes.hand_over(["runtime", "run"], env) == 3
+    assert processes.hand_over(["runtime", "kill"], env) == -signal.SIGKILL
+
+
+SHARED = str(Path(__file__).resolve().parents[2] / "shared")
+# A wrapper as scrun-cdi-run is, its signals waiting: it hands over to a program that shows
+# its signal mask and dispositions (grep reading its /proc/self/status); then, a SIGTERM
+# having come, to one that waits (10 s at most) for a signal to be pending and names it.
+HANDING_OVER = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from scrunlib import processes, signals
+signals.defer()
+env = {"PATH": "/usr/bin:/bin"}
+code = processes.hand_over(["grep", "-E", "^(SigBlk|SigIgn):", "/proc/self/status"], env)
+os.kill(os.getpid(), signal.SIGTERM)
+awaiting = "import signal, time\\n"
+awaiting += "for _ in range(1000):\\n    if signal.sigpending(): break\\n    time.sleep(0.01)\\n"
+awaiting += "print('pending', *sorted(signal.sigpending()))"
+sys.exit(code or processes.hand_over([sys.executable, "-c", awaiting], env))
+"""
+
+
+def test_the_program_gets_the_signals_that_waited_and_waits_for_them_too() -> None:
+    """The SIGTERM that came to the wrapper is handed on to the program, which starts with
+    every signal blocked (crun keeps them until the container can have them) and with
+    neither of Python's own ignored (SIGPIPE, SIGXFSZ)."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", HANDING_OVER, SHARED],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    state = {name.rstrip(":"): int(mask, 16) for name, mask in map(str.split, lines[:2])}
+    blockable = set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
+    assert all(state["SigBlk"] & 1 << (n - 1) for n in blockable if n < 32), done.stdout
+    assert not state["SigIgn"] & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1))
+    assert lines[2:] == [f"pending {int(signal.SIGTERM)}"], done.stdout
+
+
+def test_hand_over_leaves_the_signal_mask_as_it_found_it() -> None:
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert processes.hand_over(["/bin/sh", "-c", "exit 0"], {}) == 0
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
 
 
 def test_a_streamed_run_hands_each_line_over_as_it_is_written(tmp_path):

@@ -313,10 +313,8 @@ class Container:
         if self.step is not None:
             status = self._end_step(self.step)
             tasks_ended = self._end_tasks()
-            if status == SRUN_OUT_OF_MEMORY and self.slurm.step_ran_out_of_memory(
-                self._job_id(), state.step_name
-            ):
-                status = -signal.SIGKILL  # what the OOM killer sent: 137, as crun reports it
+            if status == SRUN_OUT_OF_MEMORY:
+                status = self._status_under_out_of_memory(status)
             self.exit_code = shell_exit_code(status)
             self.clock.stop("run")
         if self.life.asked_to_stop:
@@ -360,6 +358,22 @@ class Container:
             group=False,
             escalating=escalating,
         )
+
+    def _status_under_out_of_memory(self, status: int) -> int:
+        """srun's 1, when Slurm says the cgroup OOM killer hit the step, is Slurm's mark and
+        not the container's code, whichever process was killed: the code is then the one
+        the step's nodes kept (the container's main process's, scrunlib.exit_record), else
+        137, what the OOM killer sent (as crun reports it). `status` when no OOM kill."""
+        job_id, step_name = self._job_id(), self.state.step_name
+        step = self.slurm.out_of_memory_step(job_id, step_name)
+        if step is None:
+            return status
+        code = self.slurm.recorded_exit_code(job_id, step, self.site.step_grace + 10)
+        if code is None:
+            log.verbose(f"step {job_id}.{step.step_id} ran out of memory; no exit code kept")
+            return -signal.SIGKILL
+        log.verbose(f"step {job_id}.{step.step_id} ran out of memory; its exit code: {code}")
+        return code
 
     def _end_tasks(self) -> bool:
         """Whether the container's tasks have ended on the nodes, as Slurm says once its

@@ -1,0 +1,170 @@
+"""scrun-cdi-run: oci.conf's RunTimeRun on a compute node. It gives the container step the GPUs
+Slurm allocated to it, from the node's own CDI spec, then runs the runtime (crun), and keeps
+the container's exit code where Slurm would hide it:
+
+    RunTimeRun="exec scrun-cdi-run --bundle %b -- crun ... run --bundle %b %n.%u.%j.%s.%t"
+    (Slurm 22.05: scrun-cdi-run --bundle %b --job %j --node %n -- ...; see scrunlib.cdi)
+
+The config crun gets is written to a memory file (/proc/self/fd/N, crun's --config), so
+nothing is written to the node and Slurm's per-step copy of the config.json is left as it is.
+A step without GPUs runs the runtime unchanged, before any spec is read. An error is one line
+on the step's stderr (`scrun-cdi-run: error: node n1: /etc/cdi/nvidia.json: ...`), exit 1,
+and no container is started.
+
+It stays the runtime's parent (scrunlib.processes.hand_over) and exits as it did: its exit
+code, the container's main process's (or its signal). When the OOM killer killed a process
+of the task meanwhile, Slurm reports the task as out of memory whatever that code was, so
+it is kept on the node for the anchor first (scrunlib.exit_record). From the start
+(scrun_cdi.main) signals wait, and the runtime gets them once it runs: slurmstepd signals
+every process of the step (`podman stop`), and one that came while this wrapper prepared
+would otherwise end it, or crun before it is ready, instead of reaching the container.
+
+The nodes need only Python's standard library (PyYAML for YAML specs); not a hot path of
+scrun's, but every container step of the node passes through it: argparse is not imported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from scrunlib import cdi, exit_record, processes, signals
+from scrunlib.errors import print_error
+
+PROGRAM = "scrun-cdi-run"
+SCONTROL_TIMEOUT = 30.0
+USAGE = (
+    f"usage: {PROGRAM} --bundle DIR [--kind KIND] [--cdi-dir DIR]... "
+    "[--job JOBID --node NODE] -- RUNTIME [OPTION]... run [OPTION]... NAME"
+)
+
+
+class Options:
+    def __init__(self) -> None:
+        self.bundle = ""
+        self.kind = cdi.DEFAULT_KIND
+        self.spec_dirs: list[str] = []
+        self.job = ""
+        self.node = ""
+        self.runtime: list[str] = []
+
+
+def parse(argv: Sequence[str]) -> Options:
+    options = Options()
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--":
+            options.runtime = args
+            break
+        name, has_value, value = arg.partition("=")
+        if name not in ("--bundle", "--kind", "--cdi-dir", "--job", "--node"):
+            raise cdi.CdiError(f"unknown option {arg!r}; {USAGE}")
+        if not has_value:
+            if not args:
+                raise cdi.CdiError(f"{name} needs a value; {USAGE}")
+            value = args.pop(0)
+        if name == "--cdi-dir":
+            options.spec_dirs.append(value)
+        else:
+            setattr(options, name[2:], value)  # bundle, kind, job, node
+    if not options.bundle or "run" not in options.runtime:
+        raise cdi.CdiError(USAGE)
+    return options
+
+
+def job_gpus(job: str, node: str) -> list[int]:
+    """22.05: the node's GPUs of the job, from its record (the step has all of them: scrun
+    runs one container step a job)."""
+    argv = ["scontrol", "show", "job", "-d", job]
+    try:
+        code, out, err = processes.run(argv, os.environ, SCONTROL_TIMEOUT)
+    except (processes.CannotRun, processes.TimedOut) as exc:
+        raise cdi.CdiError(f"node {node}: {exc}") from None
+    if code != 0:
+        raise cdi.CdiError(f"node {node}: scontrol show job {job}: {err.strip() or code}")
+    return cdi.job_gpus_on_node(out, node)
+
+
+def node_name(options: Options) -> str:
+    return options.node or os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+
+
+def resolve(options: Options) -> list[str]:
+    """The runtime's command line: the same, or with --config naming the edited config."""
+    node = node_name(options)
+    path = os.path.join(options.bundle, "config.json")
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError as exc:
+        raise cdi.CdiError(f"node {node}: {path}: {exc.strerror}") from None
+    if not options.job and not any(f'"{n}='.encode() in text for n in cdi.STEP_GPU_VARIABLES):
+        return options.runtime  # no GPUs in the step's environment: not even json is needed
+    import json
+
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        raise cdi.CdiError(f"node {node}: {path}: {exc}") from None
+    env = (config.get("process") or {}).get("env") or []
+    gpus = cdi.step_gpus(env)
+    dirs = tuple(options.spec_dirs) or cdi.DEFAULT_SPEC_DIRS
+    derived = False
+    if gpus is None and options.job:
+        # nothing in the config (22.05): ask Slurm, unless the node has no CDI spec dir at all
+        if not any(os.path.isdir(d) for d in dirs):
+            return options.runtime
+        gpus, derived = job_gpus(options.job, node), True
+    if not gpus:
+        return options.runtime
+    spec = cdi.load_spec(node, options.kind, dirs)
+    cdi.apply(config, spec, gpus, node)
+    if derived:
+        cdi.set_env(config, cdi.environment_for(gpus), replace=False)
+    memory = os.memfd_create("config.json", 0)  # inherited by the runtime: no CLOEXEC
+    os.write(memory, json.dumps(config).encode())
+    at = options.runtime.index("run") + 1
+    return [*options.runtime[:at], f"--config=/proc/self/fd/{memory}", *options.runtime[at:]]
+
+
+def run(argv: Sequence[str], deferred: set[int]) -> int:
+    """The wrapper, its signals waiting since its start (`deferred`: the mask before): the
+    runtime's exit code, or 1 when it could not be run (then signals act as before)."""
+    try:
+        options = parse(argv)
+        runtime = resolve(options)
+        watch = exit_record.OomWatch.start()
+        code = processes.hand_over(runtime, os.environ)
+    except (cdi.CdiError, processes.CannotRun) as exc:
+        signals.restore(deferred)
+        print_error(PROGRAM, str(exc))
+        return 1
+    if watch.killed():
+        from scrunlib.state import shell_exit_code
+
+        keep_record(options, shell_exit_code(code))
+    return end_as(code)
+
+
+def keep_record(options: Options, code: int) -> None:
+    """Keep `code` for the anchor on this node (scrunlib.exit_record), named after the step
+    Slurm's config.json names and this task. Nothing is said when it cannot: the anchor then
+    reports what Slurm did."""
+    try:
+        with open(os.path.join(options.bundle, "config.json"), "rb") as f:
+            identity = exit_record.step_identity(f.read())
+    except OSError:
+        return
+    if identity is not None:
+        directory = exit_record.RECORD_DIR.format(uid=os.getuid())
+        name = exit_record.record_name(*identity, node_name(options), os.getpid())
+        exit_record.write(directory, name, code)
+
+
+def end_as(code: int) -> int:
+    """Our exit code, the runtime's; a runtime killed by signal N, we die of N too."""
+    if code < 0:
+        signals.die_of(-code)
+        return 128 - code  # a signal that does not end a process
+    return code
