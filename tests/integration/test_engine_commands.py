@@ -146,7 +146,13 @@ def test_scrun_ps_lists_the_processes_on_every_node(
     host (the harness's nodes share its pid space: the node column says where)."""
     _, cid = podman_container("-e", "SCRUN_JOB_NUM_NODES=2", program="exec sleep 300")
     state = json.loads(scrun(cluster, "state", cid).stdout)
-    wait_for("both tasks", lambda: len(scrun(cluster, "ps", cid).stdout.splitlines()) >= 5, 30)
+
+    def sleeping_tasks() -> int:  # a node lists its runtime's processes before the task's
+        return sum(
+            row.endswith("sleep 300") for row in scrun(cluster, "ps", cid).stdout.splitlines()
+        )
+
+    wait_for("both tasks", lambda: sleeping_tasks() == 2, 30)
     listed = scrun(cluster, "ps", cid)
     assert listed.returncode == 0, listed.stderr
     header, *rows = listed.stdout.splitlines()
