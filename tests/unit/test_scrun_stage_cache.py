@@ -133,6 +133,31 @@ def test_prune_removes_what_no_container_uses(
     assert sorted(p.name for p in root.iterdir() if p.is_dir()) == [KEYS[1], f"{KEYS[3]}.tmp"]
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="root prunes another user's cache")
+def test_roots_prune_leaves_the_users_lock_the_users(
+    scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lock root's prune makes is the cache owner's (a root-owned one would refuse the
+    user's next import of that image); a link planted as a lock is not followed."""
+    root = scratch / str(UID) / "scrun-cache"
+    for path in [root, *root.iterdir()]:
+        os.chown(path, 1001, 1001, follow_symlinks=False)
+    (root / f"{KEYS[0]}.lock").unlink()
+    target = scratch / "roots-file"
+    target.write_text("")
+    (root / f"{KEYS[2]}.lock").unlink()
+    (root / f"{KEYS[2]}.lock").symlink_to(target)
+    assert stage("cache", "prune", "--scratch", str(scratch), "--user", str(UID)) == 1
+    lock = (root / f"{KEYS[0]}.lock").stat()
+    assert (lock.st_uid, lock.st_gid) == (1001, 1001)
+    assert not (root / KEYS[0]).exists()
+    assert (root / KEYS[2]).is_dir() and target.stat().st_uid == 0
+    assert capsys.readouterr().err == (
+        f"scrun-stage: error: cannot lock {root / KEYS[2]}.lock:"
+        " Too many levels of symbolic links\n"
+    )
+
+
 def test_prune_to_a_size_removes_the_least_recently_used_first(
     scratch: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -181,9 +181,27 @@ def prune(
     return removed, in_use
 
 
+def _open_lock(entry: Entry) -> int:
+    """A descriptor of `entry`'s lock file, made if missing. Root pruning a user's cache
+    makes it the cache owner's (a root-owned lock would refuse that user's next import);
+    a link planted in its place is not followed."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        try:
+            fd = os.open(entry.lock, flags | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return os.open(entry.lock, flags)
+        owner = entry.lock.parent.stat()
+        if os.geteuid() == 0 and owner.st_uid != 0:
+            os.fchown(fd, owner.st_uid, owner.st_gid)
+    except OSError as exc:
+        raise CacheError(f"cannot lock {entry.lock}: {exc.strerror}") from None
+    return fd
+
+
 def _remove(entry: Entry) -> bool:
     """Remove `entry` if its lock is free and no container marked it meanwhile."""
-    with open(entry.lock, "a") as lock:
+    with open(_open_lock(entry), "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
