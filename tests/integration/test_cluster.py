@@ -3,6 +3,7 @@ the private containers.conf. If these fail, every other integration test is moot
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,3 +58,18 @@ def test_site_config_points_at_the_cluster(cluster: Cluster) -> None:
     assert site.path == f"{sys.prefix}/etc/scrun/scrun.toml"
     assert site.slurm_conf_path(None, {}) == cluster.slurm_conf
     assert site.command("srun") == "/usr/bin/srun"
+
+
+def test_readmes_oci_conf_is_the_clusters(cluster: Cluster) -> None:
+    """README step 3's oci.conf is what the tests run, but for where scrun-cdi-run is and
+    the GPU lookup only Slurm 22.05 needs (`--job %j --node %n`)."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    [block] = re.findall(r"^   ```\n(   RunTimeQuery=.*?)^   ```$", readme, re.S | re.M)
+    documented = dict(line.strip().split("=", 1) for line in block.splitlines())
+    conf = (Path(cluster.slurm_conf).parent / "oci.conf").read_text()
+    running = {
+        key: re.sub(r"\S*/scrun-cdi-run(.*?) --job %j --node %n", r"/opt/scrun/bin/scrun-cdi-run\1",
+                    value)
+        for key, value in (line.split("=", 1) for line in conf.splitlines() if "=" in line)
+    }  # fmt: skip
+    assert documented == running
