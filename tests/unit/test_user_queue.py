@@ -2,6 +2,8 @@
 slurmctld once per poll interval, not N times (against a fake Slurm, pytest-subprocess)."""
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from scrunlib.siteconfig import SiteConfig
 from scrunlib.slurm import Slurm
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState
-from scrunlib.user_queue import QUEUE_READING, shared_reading
+from scrunlib.user_queue import QUEUE_READING
 
 QUEUED = 8  # containers of one user waiting in the queue
 FIRST_JOB = 100
@@ -113,30 +115,37 @@ def test_a_failing_squeue_is_asked_again_only_next_interval(fp, slurm, tmp_path,
     assert not os.path.exists(tmp_path / "root" / QUEUE_READING)
 
 
+# An anchor, as a process of its own (a fork of pytest's threaded process may deadlock):
+# argv: the root, the job, when it was known; its query counts itself in <root>/queries.
+ANCHOR = """
+import sys, time
+from scrunlib.user_queue import shared_reading
+root, job, known_since, poll = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+
+def query():
+    with open(root + "/queries", "a") as stream:
+        stream.write("query\\n")
+    time.sleep(0.5)  # long enough for every other process to find the lock taken
+    return f"{job} PENDING Priority\\n"
+
+deadline = time.monotonic() + 10
+reading = None
+while reading is None and time.monotonic() < deadline:
+    reading = shared_reading(root, job, known_since, poll, query)
+    if reading is None:
+        time.sleep(0.05)  # what BUSY_RETRY_SECONDS does, shorter
+sys.exit(0 if reading and reading.jobs == {job: ("PENDING", "Priority")} else 1)
+"""
+
+
 def test_anchors_refreshing_at_once_query_once(tmp_path) -> None:
     """Real processes at the same moment: one takes the lock and queries; the others are
     told it is being refreshed, then read what it wrote."""
     counter = tmp_path / "queries"
-
-    def query() -> str:
-        with open(counter, "a") as stream:
-            stream.write("query\n")
-        time.sleep(0.5)  # long enough for every other process to find the lock taken
-        return f"{FIRST_JOB} PENDING Priority\n"
-
-    children = []
     known_since = time.time()
-    for _ in range(QUEUED):
-        pid = os.fork()
-        if pid == 0:  # an anchor
-            deadline = time.monotonic() + 10
-            reading = None
-            while reading is None and time.monotonic() < deadline:
-                reading = shared_reading(str(tmp_path), FIRST_JOB, known_since, POLL, query)
-                if reading is None:
-                    time.sleep(0.05)  # what BUSY_RETRY_SECONDS does, shorter
-            os._exit(0 if reading and reading.jobs == {FIRST_JOB: ("PENDING", "Priority")} else 1)
-        children.append(pid)
-    statuses = [os.waitpid(pid, 0)[1] for pid in children]
-    assert statuses == [0] * QUEUED
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    argv = [sys.executable, "-c", ANCHOR, str(tmp_path), str(FIRST_JOB), str(known_since),
+            str(POLL)]  # fmt: skip
+    children = [subprocess.Popen(argv, env=env) for _ in range(QUEUED)]
+    assert [child.wait(30) for child in children] == [0] * QUEUED
     assert counter.read_text() == "query\n"
