@@ -295,12 +295,17 @@ def test_a_user_without_association_gets_one_line_from_scrun_run(
 def test_sacct_shows_a_container_that_ran_out_of_time(
     cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
 ) -> None:
-    """SCRUN_TIMELIMIT=1: Slurm ends the job after its minute (up to 30 s later)."""
+    """SCRUN_TIMELIMIT=1: Slurm ends the job after its minute (up to 30 s later; one minute
+    is Slurm's shortest limit, so this one test covers the time limit's end): sacct says
+    TIMEOUT, the container stops with a non-zero exit code, and once removed nothing is
+    left (no_leftovers: no job, spool dir, anchor, staged copy nor crun state on a node)."""
     started = podman.scrun("run", "-d", "-e", "SCRUN_TIMELIMIT=1", IMAGE, "sleep", "600")
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
     try:
         job_id = str(json.loads(cluster.run([SCRUN, "state", cid]).stdout)["jobId"])
+        limit = cluster.run(["squeue", "-h", "-j", job_id, "-o", "%l"]).stdout.strip()
+        assert limit == "1:00", limit
         found: dict[str, tuple[str, str]] = {}
 
         def timed_out() -> bool:

@@ -565,28 +565,6 @@ def test_job_cancelled_from_outside_ends_the_container(cluster: Cluster, scrun: 
     wait_job_gone(cluster, job_id)
 
 
-def test_time_limit_ends_the_container(cluster: Cluster, scrun: Scrun) -> None:
-    """Slurm ends the job at its time limit: the container stops with a non-zero exit code
-    and, once deleted, nothing is left (the scrun fixture's no_leftovers: no job, spool
-    dir, anchor, nor crun state in the oci.conf runtime root). One minute is the shortest
-    limit Slurm has, and slurmctld checks limits every 30 s or so: this test takes ~1.5 min."""
-    bundle = make_bundle(cluster, scrun.tmp / "bundle-limited", ["sleep", "300"])
-    config = json.loads((bundle / "config.json").read_text())
-    config["process"]["env"].append("SCRUN_TIMELIMIT=1")
-    (bundle / "config.json").write_text(json.dumps(config))
-    assert scrun.create("limited", bundle).returncode == 0
-    assert scrun("start", "limited").returncode == 0
-    job_id = scrun.wait_status("limited", "running", 10)["jobId"]
-    limit = cluster.run(["squeue", "-h", "-j", str(job_id), "-o", "%l"]).stdout.strip()
-    assert limit == "1:00", limit
-
-    stopped = scrun.wait_status("limited", "stopped", 150)
-    assert stopped["exitCode"] != 0, stopped
-    assert scrun("delete", "limited").returncode == 0
-    scrun.assert_root_empty()
-    wait_job_gone(cluster, job_id)
-
-
 def test_sigint_to_the_anchor_ends_job_and_container(cluster: Cluster, scrun: Scrun) -> None:
     state = start_sleeper(cluster, scrun, "interrupted")
     anchor, job_id = state["pid"], state["jobId"]
