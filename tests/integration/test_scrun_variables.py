@@ -131,7 +131,9 @@ def detached(podman: Podman, no_leftovers: Callable[..., None]) -> Iterator[Call
 
     yield start
     for call, container_id in started:
-        call("stop", "-t", "10", container_id)  # HOLD ends on TERM: faster than a SIGKILL
+        # HOLD ends on TERM, faster than a SIGKILL; a TERM that comes before its shell set
+        # the trap is lost (pid 1 ignores it), so the KILL comes soon after
+        call("stop", "-t", "2", container_id)
         call("rm", "-f", "-t", "0", container_id)
 
 
