@@ -398,15 +398,19 @@ end
 -- A shell command that removes, from the cache `$cache`, the marks `users/<id>` of the
 -- containers gone from `$staging` (their staged directories), then the least recently used
 -- entries in use by no one until the cache holds at most `$limit` KiB, and the entries set
--- aside as changed that no one uses any more. It runs after each import.
+-- aside as changed that no one uses any more. It runs after each import. `remove DIR`
+-- removes a tree that may hold an image's read-only directories with files in them (Fedora's
+-- 0550 /root), which only root's `rm -r` removes as they are: the owner's makes them
+-- writable first.
 local evict_command = [[
+remove() { rm -rf -- "$1" 2>/dev/null || { chmod -R u+rwX -- "$1" && rm -rf -- "$1"; }; }
 for user in "$cache"/*/users/*; do [ -e "$user" ] && [ ! -d "$staging/${user##*/}" ] && rm -f -- "$user"; done
 for used in $(ls -tr -- "$cache"/*/used 2>/dev/null); do
 	size=$(du -sk -- "$cache") && [ "${size%%[!0-9]*}" -gt "$limit" ] || break
 	old=${used%/used}
-	(flock -n 9 && [ -z "$(ls -A -- "$old/users")" ] && rm -rf -- "$old") 9>>"$old.lock"
+	(flock -n 9 && [ -z "$(ls -A -- "$old/users")" ] && remove "$old") 9>>"$old.lock"
 done
-for old in "$cache"/changed-*; do [ -d "$old/users" ] && [ -z "$(ls -A -- "$old/users")" ] && rm -rf -- "$old"; done
+for old in "$cache"/changed-*; do [ -d "$old/users" ] && [ -z "$(ls -A -- "$old/users")" ] && remove "$old"; done
 ]]
 
 -- Shell functions for what may take long, for a shell that sets $notice (the site's
@@ -652,13 +656,13 @@ elif [ -d "$copy" ] && [ "$(stamp "$copy/rootfs")" != "$(cat -- "$copy/node-stam
 fi
 imported=
 if [ ! -d "$copy" ]; then
-	rm -rf -- "$copy.tmp"
+	mine rm -rf -- "$copy.tmp"
 	copying() { shown=$(size_of "$entry/rootfs") && echo "scrun: copying image ($shown) to node $node"; }
 	later copying
-	{ mkdir -m 700 -- "$copy.tmp" "$copy.tmp/users" && cp -RP --preserve="$keep" -- "$entry/rootfs" "$entry/stamp" "$copy.tmp/" && stamp "$copy.tmp/rootfs" >"$copy.tmp/node-stamp" && mv -T -- "$copy.tmp" "$copy"; }
+	{ mkdir -m 700 -- "$copy.tmp" "$copy.tmp/users" && mine cp -RP --preserve="$keep" -- "$entry/rootfs" "$entry/stamp" "$copy.tmp/" && stamp "$copy.tmp/rootfs" >"$copy.tmp/node-stamp" && mv -T -- "$copy.tmp" "$copy"; }
 	done=$?
 	never
-	[ "$done" = 0 ] || { rm -rf -- "$copy.tmp"; exit 1; }
+	[ "$done" = 0 ] || { mine rm -rf -- "$copy.tmp"; exit 1; }
 	imported=1
 fi
 : >"$copy/users/$id" && touch -- "$copy/used" || exit 1
@@ -680,13 +684,22 @@ local function node_cache_in(entry, here, user_id)
 		.. ") || exit 1\n"
 end
 
+-- A shell function for a node's command, after keep_command: `mine COMMAND...` runs COMMAND
+-- as the user's root in a user namespace of its own (unshare --map-root-user; root's as it
+-- is, its $keep keeps the owners). What a node copies from the scratch is the user's, but
+-- the user alone can neither read an image's files of mode 0000 (/etc/shadow) nor remove
+-- its read-only directories with files in them (Fedora's 0550 /root).
+local mine_command = [[
+mine() { case $keep in *ownership) "$@" ;; *) unshare --map-root-user -- "$@" ;; esac; }
+]]
+
 -- A node's shell command that copies the carried bundle `carry` to `here`, made safely
 -- (private_dir_command), after the image's cache entry `entry` when there is one
--- (node_cache_in). The copy is new there: the marks of the root filesystem and of each bind
--- mount's copy are touched again after it.
+-- (node_cache_in), both copies `mine`. The copy is new there: the marks of the root
+-- filesystem and of each bind mount's copy are touched again after it.
 local function node_copy_command(carry, here, entry, user_id)
-	return private_dir_command(node_local, here, true) .. "\n" .. keep_command .. node_cache_in(entry, here, user_id)
-		.. copy_command .. " " .. quote(carry .. "/.") .. " " .. quote(here .. "/")
+	return private_dir_command(node_local, here, true) .. "\n" .. keep_command .. mine_command .. node_cache_in(entry, here, user_id)
+		.. "mine " .. copy_command .. " " .. quote(carry .. "/.") .. " " .. quote(here .. "/")
 		.. " && set -- " .. quote(here .. "/mounts") .. "/*.since && { [ -e \"$1\" ] || set --; }"
 		.. " && touch -- " .. quote(here .. "/rootfs.since") .. " \"$@\""
 end

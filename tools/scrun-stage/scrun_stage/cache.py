@@ -20,6 +20,7 @@ import os
 import pwd
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -209,10 +210,33 @@ def _remove(entry: Entry) -> bool:
         if any((entry.path / "users").glob("*")):
             return False
         try:
-            shutil.rmtree(entry.path)
+            _remove_tree(entry.path)
         except OSError as exc:
             raise CacheError(f"cannot remove {entry.path}: {exc.strerror}") from None
     return True
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove the tree `path`. An image's read-only directories with files in them (Fedora's
+    0550 /root, a 0555 directory) refuse their owner's removal, not root's: for the owner
+    each directory is made writable first (its links are left alone), then removed."""
+    try:
+        shutil.rmtree(path)
+    except PermissionError:
+        if os.geteuid() == 0:
+            raise
+        _own_writable(str(path))
+        for top, dirs, _files in os.walk(path):
+            for name in dirs:
+                _own_writable(os.path.join(top, name))
+        shutil.rmtree(path)
+
+
+def _own_writable(path: str) -> None:
+    """`path`, a directory (not a link), readable, writable and searchable by its owner."""
+    status = os.lstat(path)
+    if stat.S_ISDIR(status.st_mode) and stat.S_IMODE(status.st_mode) & 0o700 != 0o700:
+        os.chmod(path, stat.S_IMODE(status.st_mode) | 0o700)
 
 
 def run_command(command: BaseCommand, what: str) -> str:

@@ -98,7 +98,10 @@ while [ $# -gt 1 ]; do
 	(
 		flock -n 9 || exit 0
 		[ -z "$(ls -A -- "$name/users" 2>/dev/null)" ] || exit 0
-		rm -rf -- "$name" || exit 1
+		# (an image's read-only directories with files in them: made writable first)
+		if ! rm -rf -- "$name" 2>/dev/null; then
+			chmod -R u+rwX -- "$name" && rm -rf -- "$name" || exit 1
+		fi
 		printf 'REMOVED\\t%s\\t%s\\n' "$node" "$name"
 	) 9<"$lock" || exit 1
 done
