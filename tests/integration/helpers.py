@@ -184,11 +184,11 @@ def session_on_terminal(
     return os.waitstatus_to_exitcode(status), output
 
 
-# In the container under `exec -it`: its terminal's size, then (once a line is typed) the
-# size after the window changed to 40x120, waited for (the change travels engine → conmon
-# or shim → our pty → srun → slurmstepd's pty) at most 10 s.
+# In the container under `exec -it`: its terminal's size and `ready`, then (once a line is
+# typed) the size after the window changed to 40x120, waited for (the change travels engine
+# → conmon or shim → our pty → srun → slurmstepd's pty) at most 10 s.
 TERMINAL_PROGRAM = (
-    "[ -t 0 ] && echo terminal; stty size; read x; i=0; "
+    "[ -t 0 ] && echo terminal; stty size; echo ready; read x; i=0; "
     'while [ "$(stty size)" != "40 120" ] && [ $i -lt 100 ]; do i=$((i+1)); sleep 0.1; done; '
     "echo got $x; stty size; exit 5"
 )
@@ -202,7 +202,7 @@ def assert_terminal_session(
     `size_at_start`) and the typed line, no stray byte comes first, and the exit code
     returns."""
     code, shown = session_on_terminal(
-        [*argv, "sh", "-c", TERMINAL_PROGRAM], env, (33, 101), b"33 101", b"typed\r", (40, 120)
+        [*argv, "sh", "-c", TERMINAL_PROGRAM], env, (33, 101), b"ready", b"typed\r", (40, 120)
     )
     text = shown.decode(errors="replace")
     assert code == 5, text
