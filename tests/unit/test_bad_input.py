@@ -606,3 +606,21 @@ def test_the_other_tools_report_a_bug_in_one_line(tool, tmp_path, capfd, monkeyp
         assert last.startswith(f"{tool}: error: internal error: ZeroDivisionError: boom"), err
         assert ("Traceback" in err) is debug, err
         assert debug or len(err.splitlines()) == 1, err
+
+
+def test_a_pid_file_where_none_can_be_written_is_one_line_and_leaves_nothing(campaign, tmp_path):
+    """--pid-file in a directory that is not there is refused before any job; one that is
+    a directory fails at the write, after the job: one line naming it, no internal error,
+    the job ended (campaign.run checks both)."""
+    campaign.grant(True)
+    argv = create_argv(campaign, "p1")
+    missing = str(tmp_path / "missing" / "pid")
+    assert campaign.run([*argv[:-1], "--pid-file", missing, "p1"]) == 1
+    calls = campaign.bin / "calls"
+    assert not calls.exists() or "salloc" not in calls.read_text()
+    _, err = campaign.scrun([*argv[:-1], "--pid-file", missing, "p1"])
+    assert "--pid-file" in err and "does not exist" in err
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    assert campaign.run([*argv[:-1], "--pid-file", str(directory), "p2"]) == 1
+    assert "salloc" in calls.read_text()
