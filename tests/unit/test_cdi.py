@@ -225,6 +225,7 @@ def test_help_is_the_usage_and_what_the_wrapper_does(capsys: pytest.CaptureFixtu
     assert cdi_main.main(["--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: scrun-cdi-run --bundle DIR") and "RunTimeRun=" in out
+    assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # deferred no more
     assert cdi_main.main(["--bundle", "B", "--", "crun", "--help"]) == 1
 
 

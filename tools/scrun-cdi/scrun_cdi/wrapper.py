@@ -133,6 +133,7 @@ def run(argv: Sequence[str], deferred: set[int]) -> int:
     runtime's exit code, or 1 when it could not be run (then signals act as before)."""
     before_runtime = list(argv)[: list(argv).index("--")] if "--" in argv else argv
     if "--help" in before_runtime or "-h" in before_runtime:
+        signals.restore(deferred)
         print(f"{USAGE}\n\n{__doc__}", end="")
         return 0
     try:
