@@ -7,10 +7,10 @@ against a fake Slurm: shell scripts in a bin_dir named by a site config. The fak
 refuses every allocation unless the campaign grants it (then it runs the job holder, as
 salloc does, and its pid is the "job": alive until scancel or the holder ends it). The
 cases that need the real Slurm (the same checks on squeue) are in
-tests/integration/test_bad_input_cluster.py. 6,572 cases in all (README.md says so): 1,152
+tests/integration/test_bad_input_cluster.py. 6,574 cases in all (README.md says so): 1,152
 config.json cuts and corruptions, 576 wrong types and extreme values, 770 hostile SCRUN_*
-values, 60 hostile environments, 4,000 command lines, 11 of the other tools, 2 of the handler
-and the valid baseline.
+values, 60 hostile environments, 4,000 command lines, 11 of the other tools, 2 of the handler,
+2 --pid-files that cannot be written and the valid baseline.
 """
 
 from __future__ import annotations
