@@ -68,8 +68,8 @@ def test_readmes_oci_conf_is_the_clusters(cluster: Cluster) -> None:
     documented = dict(line.strip().split("=", 1) for line in block.splitlines())
     conf = (Path(cluster.slurm_conf).parent / "oci.conf").read_text()
     running = {
-        key: re.sub(r"\S*/scrun-cdi-run(.*?) --job %j --node %n", r"/opt/scrun/bin/scrun-cdi-run\1",
-                    value)
+        key: re.sub(r"\S*/scrun-cdi-run(.*?)(?: --job %j --node %n)?(?= -- )",
+                    r"/opt/scrun/bin/scrun-cdi-run\1", value)
         for key, value in (line.split("=", 1) for line in conf.splitlines() if "=" in line)
     }  # fmt: skip
     assert documented == running
