@@ -134,6 +134,22 @@ local function with_user_ids(command)
 		.. quote(command) .. "; fi\n" .. command
 end
 
+-- A container id as a file name: an id may have up to 1024 characters, a file name at most
+-- 255 bytes. An id longer than 128 characters is named by its first 100 and two hashes of
+-- the whole (integer arithmetic that Lua 5.1's doubles hold exactly).
+local function file_name(id)
+	if #id <= 128 then
+		return id
+	end
+	local a, b = 0, 0
+	for i = 1, #id do
+		local c = string.byte(id, i)
+		a = (a * 31 + c) % 4294967291
+		b = (b * 131 + c) % 4294967279
+	end
+	return string.format("%s-%08x%08x", string.sub(id, 1, 100), a, b)
+end
+
 local function carried_path(id, user_id)
 	return string.format("%s/%d/scrun/%s", scratch, math.floor(user_id), id)
 end
@@ -783,6 +799,7 @@ local function changes_back_command(entry, staged, root_path, orig, id)
 end
 
 function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
+	id = file_name(id) -- what the paths below are named after
 	local config = read_config(config_file)
 	if config == nil then
 		slurm.log_error("%s", "cannot read " .. config_file)
@@ -844,6 +861,7 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 end
 
 function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_path, spool_dir, config_file, job_id, user_id, group_id)
+	id = file_name(id) -- what the paths below are named after
 	local carry = carried_path(id, user_id)
 	if bundle == orig_bundle then
 		-- stage-in did not finish: nothing ran, nothing goes back; remove what it made

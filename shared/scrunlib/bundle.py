@@ -138,6 +138,7 @@ def parse(path: str, config: Any, config_file: str | None = None) -> Bundle:
     if not cwd.startswith("/"):
         raise InvalidInput("config.json: process.cwd must be an absolute path")
     terminal = _expect(process.get("terminal", False), bool, "process.terminal", "a boolean")
+    _check_mounts(config.get("mounts", []))
     annotations = _expect(config.get("annotations", {}), dict, "annotations", "an object")
     if not all(isinstance(value, str) for value in annotations.values()):
         raise InvalidInput("config.json: annotations values must be strings")
@@ -156,6 +157,26 @@ def parse(path: str, config: Any, config_file: str | None = None) -> Bundle:
         oci_version=version,
         annotations=dict(annotations),
     )
+
+
+def _check_mounts(mounts: Any) -> None:
+    """The runtime-spec's shape of `mounts`: a list of objects, each with a string
+    `destination` (required), and `source`, `type` strings and `options` a list of strings
+    when present. scrun.lua's staging reads them (a missing destination failed there as
+    "table index is nil"), and the runtime on the node refuses them after the job."""
+    _expect(mounts, list, "mounts", "a list of objects")
+    for index, mount in enumerate(mounts):
+        where = f"mounts[{index}]"
+        _expect(mount, dict, where, "an object")
+        if "destination" not in mount:
+            raise InvalidInput(f"config.json: {where} has no destination")
+        _expect_text(mount["destination"], f"{where}.destination")
+        for key in ("source", "type"):
+            if key in mount:
+                _expect_text(mount[key], f"{where}.{key}")
+        options = _expect(mount.get("options", []), list, f"{where}.options", "a list of strings")
+        for number, option in enumerate(options):
+            _expect_text(option, f"{where}.options[{number}]")
 
 
 # Slurm 22.05 forces process.terminal=false, so under `srun --pty` the container's stdio is

@@ -104,10 +104,23 @@ def output_variables(
         env["SCRUN_LOG_FILE"] = log_file
         if log_format is not None:
             env["SCRUN_LOG_FORMAT"] = log_format
+    room = ANNOTATIONS_ROOM
     for key, value in bundle.annotations.items():
-        if "=" not in key and "\0" not in key and "\0" not in value:
+        if "=" in key or "\0" in key or "\0" in value:
+            continue
+        size = len(f"{ANNOTATION_PREFIX}{key}={value}".encode()) + 1
+        if size <= room and size <= _MAX_ARG_STRLEN:
             env[ANNOTATION_PREFIX + key] = value
+            room -= size
     return env
+
+
+# Linux refuses to run a program (E2BIG, "Argument list too long") with one environment
+# string of 32 pages or more, or with an argv and environment above a quarter of the stack
+# limit (2 MiB by default): the allocator's and remote commands, salloc and srun get these
+# variables. An annotation past either is left out of them, as one with a NUL is.
+_MAX_ARG_STRLEN = 32 * 4096 - 1
+ANNOTATIONS_ROOM = 1 << 20
 
 
 def _identity(prefix: str, name: str, number: int) -> dict[str, str]:

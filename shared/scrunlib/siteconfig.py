@@ -154,6 +154,16 @@ def _load_file(path: str, cache: str | None) -> SiteConfig:
     return config
 
 
+def seconds(text: str) -> float:
+    """A time limit given on a command line (`scrun-stage --timeout`), in seconds: above 0
+    and below 1e6, as the site file's. ValueError otherwise (argparse then names the
+    option and the value)."""
+    value = float(text)
+    if not 0 < value < 1e6:  # also refuses nan
+        raise ValueError(text)
+    return value
+
+
 def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
     known: dict[str, type | tuple[type, ...]] = {
         "slurm_conf": str,

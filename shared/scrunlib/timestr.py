@@ -1,5 +1,5 @@
 """Slurm's time-limit syntax → minutes, in pure Python: scrun.lua's `slurm.time_str2mins`,
-and the check of SCRUN_TIME_LIMIT and the other time options (scrunlib.job_options).
+and the check of SCRUN_TIMELIMIT and the other time options (scrunlib.job_options).
 
 Not part of the Lua package: the anchor's option checks use it without loading Lua. The
 rules are those of Slurm's `time_str2mins` (src/common/parse_time.c), including its odd

@@ -7,10 +7,10 @@ against a fake Slurm: shell scripts in a bin_dir named by a site config. The fak
 refuses every allocation unless the campaign grants it (then it runs the job holder, as
 salloc does, and its pid is the "job": alive until scancel or the holder ends it). The
 cases that need the real Slurm (the same checks on squeue) are in
-tests/integration/test_bad_input_cluster.py. 6,572 cases in all (README.md says so): 1,152
+tests/integration/test_bad_input_cluster.py. 6,574 cases in all (README.md says so): 1,152
 config.json cuts and corruptions, 576 wrong types and extreme values, 770 hostile SCRUN_*
-values, 60 hostile environments, 4,000 command lines, 11 of the other tools, 2 of the handler
-and the valid baseline.
+values, 60 hostile environments, 4,000 command lines, 11 of the other tools, 2 of the handler,
+2 --pid-files that cannot be written and the valid baseline.
 """
 
 from __future__ import annotations
@@ -606,3 +606,21 @@ def test_the_other_tools_report_a_bug_in_one_line(tool, tmp_path, capfd, monkeyp
         assert last.startswith(f"{tool}: error: internal error: ZeroDivisionError: boom"), err
         assert ("Traceback" in err) is debug, err
         assert debug or len(err.splitlines()) == 1, err
+
+
+def test_a_pid_file_where_none_can_be_written_is_one_line_and_leaves_nothing(campaign, tmp_path):
+    """--pid-file in a directory that is not there is refused before any job; one that is
+    a directory fails at the write, after the job: one line naming it, no internal error,
+    the job ended (campaign.run checks both)."""
+    campaign.grant(True)
+    argv = create_argv(campaign, "p1")
+    missing = str(tmp_path / "missing" / "pid")
+    assert campaign.run([*argv[:-1], "--pid-file", missing, "p1"]) == 1
+    calls = campaign.bin / "calls"
+    assert not calls.exists() or "salloc" not in calls.read_text()
+    _, err = campaign.scrun([*argv[:-1], "--pid-file", missing, "p1"])
+    assert "--pid-file" in err and "does not exist" in err
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    assert campaign.run([*argv[:-1], "--pid-file", str(directory), "p2"]) == 1
+    assert "salloc" in calls.read_text()

@@ -42,6 +42,12 @@ def test_good_bundle(tmp_path):
         (lambda c: c.update(annotations=[]), "annotations"),
         (lambda c: c.update(annotations={"k": 1}), "annotations"),
         (lambda c: c.update(ociVersion=1), "ociVersion"),
+        (lambda c: c.update(mounts={"a": 1}), "mounts must be a list"),
+        (lambda c: c.update(mounts=["/tmp"]), "mounts[0] must be an object"),
+        (lambda c: c.update(mounts=[{"type": "bind", "source": "/tmp"}]), "mounts[0] has no dest"),
+        (lambda c: c.update(mounts=[{"destination": 5}]), "mounts[0].destination"),
+        (lambda c: c.update(mounts=[{"destination": "/a", "options": "ro"}]), "mounts[0].options"),
+        (lambda c: c.update(mounts=[{"destination": "/a", "source": None}]), "mounts[0].source"),
     ],
 )
 def test_wrong_types_are_rejected(tmp_path, mutate, message):
@@ -49,6 +55,17 @@ def test_wrong_types_are_rejected(tmp_path, mutate, message):
     mutate(config)
     with pytest.raises(InvalidInput, match=re.escape(message)):
         bundles.load(write(tmp_path, config))
+
+
+def test_well_formed_mounts_pass(tmp_path):
+    config = {
+        **GOOD,
+        "mounts": [
+            {"destination": "/proc"},
+            {"destination": "/a", "type": "bind", "source": "/b", "options": ["ro"]},
+        ],
+    }
+    assert bundles.load(write(tmp_path, config)).config["mounts"] == config["mounts"]
 
 
 def test_missing_and_malformed(tmp_path):

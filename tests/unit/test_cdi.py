@@ -219,6 +219,16 @@ def test_usage_problems_are_one_line(capsys: pytest.CaptureFixture[str]) -> None
     assert all(line.startswith("scrun-cdi-run: error: ") for line in lines)
 
 
+def test_help_is_the_usage_and_what_the_wrapper_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--help` before the runtime's `--` helps (it was "unknown option '--help'", exit 1);
+    after it, it is the runtime's."""
+    assert cdi_main.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: scrun-cdi-run --bundle DIR") and "RunTimeRun=" in out
+    assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # deferred no more
+    assert cdi_main.main(["--bundle", "B", "--", "crun", "--help"]) == 1
+
+
 def test_a_yaml_spec_is_read_with_pyyaml(tmp_path: Path) -> None:
     """nvidia-ctk's default output; PyYAML is a dependency of the scrun distribution."""
     (tmp_path / "nvidia.yaml").write_text(

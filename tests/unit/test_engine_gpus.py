@@ -232,6 +232,14 @@ def test_scrun_cdi_usage_errors_are_one_line(argv: list[str], capsys) -> None:
     assert err.startswith("scrun-cdi: error: ") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], ["login-spec", "--help"]])
+def test_scrun_cdi_help_helps(argv: list[str], capsys) -> None:
+    """It was a usage error (exit 2) naming no command's purpose."""
+    assert login_host.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: scrun-cdi login-spec") and "marker CDI spec" in out
+
+
 def test_docker_hook_is_an_executable_that_fails(tmp_path: Path) -> None:
     import subprocess
 

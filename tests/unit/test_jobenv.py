@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from scrunlib import bundle as bundles
-from scrunlib import job_options
+from scrunlib import job_options, jobenv
 from scrunlib.errors import SlurmError
 from scrunlib.job_options import unknown_variables
 from scrunlib.jobenv import container_job_env, output_variables, slurm_variables
@@ -85,6 +85,19 @@ def test_output_variables_leave_out_what_upstream_leaves_out():
     assert env["SCRUN_ANNOTATION_fine"] == "y"
     nobody = output_variables(BUNDLE, SPOOL, **{**OUTPUT_ARGS, "uid": 65534})
     assert "SCRUN_USER" not in nobody and "SCRUN_USER_ID" not in nobody
+
+
+def test_annotations_too_big_for_an_environment_are_left_out():
+    """A 10 MB annotation made every command of the job fail with "Argument list too long"
+    (E2BIG): stage-in's first one ended create."""
+    big = "x" * 200_000  # one string of 32 pages or more is refused by execve
+    many = {f"m{number:02}": "y" * 100_000 for number in range(30)}  # 3 MB together
+    odd = bundles.parse("/b", {**CONFIG, "annotations": {"big": big, **many, "small": "z"}})
+    env = output_variables(odd, SPOOL, **OUTPUT_ARGS)
+    assert "SCRUN_ANNOTATION_big" not in env and env["SCRUN_ANNOTATION_small"] == "z"
+    kept = [name for name in env if name.startswith("SCRUN_ANNOTATION_m")]
+    assert 0 < len(kept) < len(many)
+    assert sum(len(f"{k}={v}") + 1 for k, v in env.items()) <= jobenv.ANNOTATIONS_ROOM + 10_000
 
 
 def test_output_variable_names_are_known():

@@ -601,6 +601,8 @@ def test_explicit_config_and_its_errors(workdir: Path) -> None:
         (["--format", "xml", "x.lua"], "argument --format: invalid choice"),
         (["--dry-run", "--bundle", ".", "--id", "../x", str(SEED)], "invalid container id"),
         (["--dry-run", "--bundle", ".", str(SEED)], "--bundle: cannot read ./config.json"),
+        (["--timeout", "-1", "x.lua"], "argument --timeout: invalid seconds value: '-1'"),
+        (["--timeout", "nan", "x.lua"], "argument --timeout: invalid seconds value: 'nan'"),
     ],
 )
 def test_usage_errors_are_one_line(

@@ -52,7 +52,18 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.startswith("scrun-stage ")
 
 
-@pytest.mark.parametrize("argv", [["--bogus"], ["in", "--bundle", "/b", "--bogus"], []])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--bogus"],
+        ["in", "--bundle", "/b", "--bogus"],
+        [],
+        # 0 meant the site's lua_timeout, and below 0 every hook ran out of time at once
+        ["in", "--bundle", "/b", "--timeout", "0"],
+        ["in", "--bundle", "/b", "--timeout", "-1"],
+        ["both", "--bundle", "/b", "--timeout", "inf"],
+    ],
+)
 def test_usage_error_is_one_line_exit_2(
     capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:

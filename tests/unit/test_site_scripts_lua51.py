@@ -294,6 +294,23 @@ def test_a_container_goes_there_and_back(tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
+def test_an_id_longer_than_a_file_name_is_staged_and_cleaned(tmp_path: Path, name: str) -> None:
+    """Ids may have 1024 characters, file names 255 bytes: stage-in failed with "File name
+    too long" for a 300-character id. Two long ids that share their first 100 characters
+    get two directories."""
+    site = Site(tmp_path, name)
+    first, second = "a" * 299 + "1", "a" * 299 + "2"
+    assert site.stage_in(first) == 0, site.slurm.errors
+    staged = Path(site.slurm.bundle)
+    assert len(staged.name) < 255 and (staged / "rootfs").is_dir()
+    assert site.stage_in(second) == 0, site.slurm.errors
+    assert Path(site.slurm.bundle) != staged
+    assert site.stage_out(second) == 0, site.slurm.errors
+    assert site.stage_out(first, str(staged)) == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
 def test_a_bind_mount_holding_the_scratch_leaves_it_out(tmp_path: Path, name: str) -> None:
     """`-v /tmp:/tmp` with the scratch under /tmp: the scratch is neither copied into
     itself nor removed by the copy back."""

@@ -22,7 +22,7 @@ import os
 import time
 
 from scrunlib import job_options, log, processes, procio, protocol, userns
-from scrunlib.errors import ScrunError
+from scrunlib.errors import ScrunError, reason
 from scrunlib.files import write_atomically
 from scrunlib.phases import PhaseClock
 from scrunlib.pidns import own_pid
@@ -264,7 +264,10 @@ class Creation:
     def _write_pid_file(self) -> None:
         if not self.pid_file:
             return
-        write_atomically(self.pid_file, str(own_pid()))
+        try:
+            write_atomically(self.pid_file, str(own_pid()))
+        except OSError as exc:
+            raise ScrunError(f"cannot write --pid-file {self.pid_file}: {reason(exc)}") from exc
 
 
 def _readable(fd: int, timeout: float) -> bool:

@@ -98,8 +98,12 @@ def write(text: str, output: str, mode: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--help" in argv or "-h" in argv:
+        print(f"{USAGE}\n\n{__doc__}", end="")
+        return 0
     try:
-        command, values = parse(sys.argv[1:] if argv is None else argv)
+        command, values = parse(argv)
         output = values.get("--output", [""])[-1]
         if command == "login-spec":
             write(login_spec(values), output, 0o644)

@@ -131,6 +131,11 @@ def resolve(options: Options) -> list[str]:
 def run(argv: Sequence[str], deferred: set[int]) -> int:
     """The wrapper, its signals waiting since its start (`deferred`: the mask before): the
     runtime's exit code, or 1 when it could not be run (then signals act as before)."""
+    before_runtime = list(argv)[: list(argv).index("--")] if "--" in argv else argv
+    if "--help" in before_runtime or "-h" in before_runtime:
+        signals.restore(deferred)
+        print(f"{USAGE}\n\n{__doc__}", end="")
+        return 0
     try:
         options = parse(argv)
         runtime = resolve(options)

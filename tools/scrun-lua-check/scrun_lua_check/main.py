@@ -97,7 +97,7 @@ def build_parser() -> ArgumentParser:
     dry.add_argument("--cluster-name", default="", metavar="NAME", help="slurm.CLUSTER_NAME")
     dry.add_argument(
         "--timeout",
-        type=float,
+        type=siteconfig.seconds,
         default=60.0,
         metavar="SECONDS",
         help="time limit of each hook (default: 60)",

@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--timeout",
-        type=float,
+        type=siteconfig.seconds,
         metavar="SECONDS",
         help="time limit per hook (default: the site's lua_timeout)",
     )

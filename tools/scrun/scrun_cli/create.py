@@ -75,6 +75,8 @@ def create_container(
     pid_file: str | None = values.get("pid-file")
     console_socket: str | None = values.get("console-socket")
     spool = ctx.spool(container_id)
+    if pid_file:
+        _check_pid_file_dir(pid_file)
     bundle = bundles.load(bundle_path or os.getcwd(), values.get("config"))
     if bundle.terminal and not console_socket:
         if not foreground:
@@ -123,6 +125,14 @@ def create_container(
     except BaseException:
         spool.remove()
         raise
+
+
+def _check_pid_file_dir(pid_file: str) -> None:
+    """The anchor writes --pid-file once the job is granted and staged: a directory that
+    is not there is refused first, before there is any job to end."""
+    directory = os.path.dirname(os.path.abspath(pid_file))
+    if not os.path.isdir(directory):
+        raise InvalidInput(f"--pid-file {pid_file}: its directory {directory} does not exist")
 
 
 def _launch_anchor(read_end: int, own_pid_namespace: bool, launch: Launch) -> Child:
