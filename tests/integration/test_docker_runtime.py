@@ -98,6 +98,15 @@ def test_echo_hello(
     assert done.stdout == "hello\n"
 
 
+def test_a_program_that_is_not_there_exits_127(
+    docker: Docker, no_leftovers: Callable[..., None], docker_leftovers: Callable[..., None]
+) -> None:
+    """As docker reports it through runc: crun on the node exited 1 (scrun-cdi-run)."""
+    done = scrun_docker(docker, "--rm", IMAGE, "no-such-program")
+    assert done.returncode == 127, done.stderr
+    assert "executable file `no-such-program` not found" in done.stderr, done.stderr
+
+
 def test_job_id_and_exit_code(
     cluster: Cluster,
     docker: Docker,

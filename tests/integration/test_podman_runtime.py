@@ -99,6 +99,23 @@ def test_exit_code_is_the_containers(podman: Podman, no_leftovers: Callable[...,
     assert done.returncode == 3, done.stderr
 
 
+@pytest.mark.parametrize(
+    ("program", "code", "said"),
+    [
+        ("no-such-program", 127, "executable file `no-such-program` not found"),
+        ("/etc/passwd", 126, "Permission denied"),
+    ],
+)
+def test_a_program_that_cannot_run_exits_as_through_crun(
+    podman: Podman, no_leftovers: Callable[..., None], program: str, code: int, said: str
+) -> None:
+    """crun on the node exits 1 when it cannot start the process; podman reports 127 for a
+    program that is not there and 126 for one it cannot run (scrun-cdi-run tells them)."""
+    done = podman.scrun("run", "--rm", IMAGE, program)
+    assert done.returncode == code, done.stderr
+    assert said in done.stderr, done.stderr
+
+
 def test_container_type_in_the_callers_environment_leaves_the_step_a_container(
     cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
 ) -> None:

@@ -270,6 +270,55 @@ def test_the_wrapper_exits_as_the_runtime_did(tmp_path: Path, body: str, code: i
     assert cdi_run.run(argv, set()) == code
 
 
+def fake_crun(tmp_path: Path, logged: str, code: int) -> list[str]:
+    """A `crun` that writes `logged` to the log it is given (--log=PATH) and exits `code`."""
+    script = tmp_path / "crun"
+    script.write_text(
+        "#!/bin/sh\nfor a; do case $a in --log=*) log=${a#--log=};; esac; done\n"
+        f"[ -z \"$log\" ] || printf '%s' '{logged}' >>\"$log\"\nexit {code}\n"
+    )
+    script.chmod(0o755)
+    return [str(script), "--root=/run/x", "run", "--bundle", "B", "name"]
+
+
+NOT_FOUND = (
+    '{"msg":"executable file `nope` not found in $PATH: No such file or directory",'
+    '"level":"error","time":"2026-12-02T19:54:55Z"}\n'
+)
+# crun 1.28 writes each entry on several lines
+DENIED = '{\n  "msg": "open executable: Permission denied",\n  "level": "error"\n}\n'
+WARNED = '{"msg":"cannot set the OOM score","level":"warning"}\n'
+
+
+@pytest.mark.parametrize(
+    ("logged", "code", "expected"),
+    [
+        (NOT_FOUND, 1, 127),  # podman run IMAGE nope
+        (DENIED, 1, 126),  # podman run IMAGE /etc/passwd
+        (WARNED + DENIED, 1, 126),
+        (WARNED, 1, 1),  # the container's own exit 1
+        ("", 1, 1),
+        (NOT_FOUND, 3, 3),  # the container ran: its code, whatever crun said
+        ("not json", 1, 1),
+    ],
+)
+def test_crun_failing_to_start_the_process_exits_as_podman_reports_it(
+    tmp_path: Path, logged: str, code: int, expected: int
+) -> None:
+    argv = ["--bundle", str(bundle(tmp_path, [])), "--", *fake_crun(tmp_path, logged, code)]
+    assert cdi_run.run(argv, set()) == expected
+
+
+def test_only_crun_without_a_log_of_the_sites_gets_one() -> None:
+    crun = ["/usr/bin/crun", "--root=/r", "run", "--bundle", "B", "n"]
+    runtime, errors = cdi_run.with_error_log(crun)
+    assert errors is not None
+    os.close(errors)
+    assert runtime == [crun[0], f"--log=/proc/self/fd/{errors}", "--log-format=json", *crun[1:]]
+    for given in (["runc", "run", "n"], ["crun", "--log=/var/log/crun", "run", "n"]):
+        assert cdi_run.with_error_log(given) == (given, None)
+
+
 def test_a_runtime_killed_by_a_signal_kills_the_wrapper_alike(tmp_path: Path) -> None:
     argv = ["--bundle", str(bundle(tmp_path, [])), "--", *runtime_script(tmp_path, "kill -9 $$")]
     done = subprocess.run(

@@ -12,12 +12,18 @@ on the step's stderr (`scrun-cdi-run: error: node n1: /etc/cdi/nvidia.json: ...`
 and no container is started.
 
 It stays the runtime's parent (scrunlib.processes.hand_over) and exits as it did: its exit
-code, the container's main process's (or its signal). When the OOM killer killed a process
-of the task meanwhile, Slurm reports the task as out of memory whatever that code was, so
-it is kept on the node for the anchor first (scrunlib.exit_record). From the start
-(scrun_cdi.main) signals wait, and the runtime gets them once it runs: slurmstepd signals
-every process of the step (`podman stop`), and one that came while this wrapper prepared
-would otherwise end it, or crun before it is ready, instead of reaching the container.
+code, the container's main process's (or its signal). crun exits 1 too when it cannot start
+the container's process, where podman and docker, which create and start it apart, report
+127 (the program is not there) or 126 (it cannot be run): crun gets a log of its own errors
+(`--log`, a memory file), and an exit 1 with an error in it becomes 127 or 126 as podman
+tells them apart (crun has printed the error on the step's stderr too).
+
+When the OOM killer killed a process of the task meanwhile, Slurm reports the task as out
+of memory whatever that code was, so it is kept on the node for the anchor first
+(scrunlib.exit_record). From the start (scrun_cdi.main) signals wait, and the runtime gets
+them once it runs: slurmstepd signals every process of the step (`podman stop`), and one
+that came while this wrapper prepared would otherwise end it, or crun before it is ready,
+instead of reaching the container.
 
 The nodes need only Python's standard library (PyYAML for YAML specs); not a hot path of
 scrun's, but every container step of the node passes through it: argparse is not imported.
@@ -138,18 +144,61 @@ def run(argv: Sequence[str], deferred: set[int]) -> int:
         return 0
     try:
         options = parse(argv)
-        runtime = resolve(options)
+        runtime, errors = with_error_log(resolve(options))
         watch = exit_record.OomWatch.start()
         code = processes.hand_over(runtime, os.environ)
     except (cdi.CdiError, processes.CannotRun) as exc:
         signals.restore(deferred)
         print_error(PROGRAM, str(exc))
         return 1
+    if code == 1 and errors is not None:
+        code = start_failure_code(os.pread(errors, 65536, 0)) or code
     if watch.killed():
         from scrunlib.state import shell_exit_code
 
         keep_record(options, shell_exit_code(code))
     return end_as(code)
+
+
+def with_error_log(runtime: list[str]) -> tuple[list[str], int | None]:
+    """crun's command line with a log of its errors in a memory file (inherited: no
+    CLOEXEC; crun closes it in the container), and that file; another runtime's, or one
+    given a log of the site's, as it is (None)."""
+    if os.path.basename(runtime[0]) != "crun" or any(
+        arg == "--log" or arg.startswith("--log=") for arg in runtime[: runtime.index("run")]
+    ):
+        return runtime, None
+    errors = os.memfd_create("crun-errors", 0)
+    log = [f"--log=/proc/self/fd/{errors}", "--log-format=json"]
+    return [runtime[0], *log, *runtime[1:]], errors
+
+
+# What podman makes of an OCI runtime's error (libpod: getOCIRuntimeError): the program is
+# not there, 127; any other failure to run it, 126.
+_NOT_FOUND = ("executable file not found", "no such file or directory")
+
+
+def start_failure_code(log: bytes) -> int | None:
+    """127 or 126 when crun's JSON log (`--log-format=json`: one object an entry, on one
+    line or several) holds an error, the first one deciding; None when it holds none."""
+    import json
+
+    decoder, text, at = json.JSONDecoder(), log.decode(errors="replace"), 0
+    while (at := _skip_space(text, at)) < len(text):
+        try:
+            entry, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return None
+        if isinstance(entry, dict) and entry.get("level") == "error":
+            message = str(entry.get("msg", "")).lower()
+            return 127 if any(words in message for words in _NOT_FOUND) else 126
+    return None
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
 
 
 def keep_record(options: Options, code: int) -> None:
