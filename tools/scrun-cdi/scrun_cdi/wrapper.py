@@ -137,8 +137,8 @@ def resolve(options: Options) -> list[str]:
 def run(argv: Sequence[str], deferred: set[int]) -> int:
     """The wrapper, its signals waiting since its start (`deferred`: the mask before): the
     runtime's exit code, or 1 when it could not be run (then signals act as before)."""
-    before_runtime = list(argv)[: list(argv).index("--")] if "--" in argv else argv
-    if "--help" in before_runtime or "-h" in before_runtime:
+    options_given = argv[: argv.index("--")] if "--" in argv else argv
+    if "--help" in options_given or "-h" in options_given:
         signals.restore(deferred)
         print(f"{USAGE}\n\n{__doc__}", end="")
         return 0
@@ -183,22 +183,17 @@ def start_failure_code(log: bytes) -> int | None:
     line or several) holds an error, the first one deciding; None when it holds none."""
     import json
 
-    decoder, text, at = json.JSONDecoder(), log.decode(errors="replace"), 0
-    while (at := _skip_space(text, at)) < len(text):
+    decoder, rest = json.JSONDecoder(), log.decode(errors="replace").lstrip()
+    while rest:
         try:
-            entry, at = decoder.raw_decode(text, at)
+            entry, end = decoder.raw_decode(rest)
         except ValueError:
             return None
         if isinstance(entry, dict) and entry.get("level") == "error":
             message = str(entry.get("msg", "")).lower()
             return 127 if any(words in message for words in _NOT_FOUND) else 126
+        rest = rest[end:].lstrip()
     return None
-
-
-def _skip_space(text: str, at: int) -> int:
-    while at < len(text) and text[at].isspace():
-        at += 1
-    return at
 
 
 def keep_record(options: Options, code: int) -> None:
