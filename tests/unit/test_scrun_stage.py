@@ -247,6 +247,23 @@ def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return bin_dir
 
 
+def test_a_job_the_cluster_does_not_know_is_refused(
+    capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path, fake_slurm: Path
+) -> None:
+    """scontrol answers that the job does not exist: one error line, no hook runs (an
+    unreachable cluster, above, still runs them with the job's id alone)."""
+    scontrol = fake_slurm / "scontrol"
+    answer = "slurm_load_jobs error: Invalid job id specified"
+    scontrol.write_text(f"#!/bin/sh\necho '{answer}' >&2\nexit 1\n")
+    argv = args("in", bundle, slurm_conf, "--job-id", "123", "--script", str(ALLOCATOR_ONLY))
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        "scrun-stage: error: job 123 does not exist: give a job of yours that runs, or --allocate"
+    ]
+    assert "staging" not in captured.out
+
+
 def test_job_env_from_the_job_record(
     capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path, fake_slurm: Path
 ) -> None:

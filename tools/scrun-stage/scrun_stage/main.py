@@ -21,7 +21,7 @@ from typing import NoReturn
 import scrunlib
 from scrunlib import admin_output, jobenv, log, siteconfig, spool
 from scrunlib import bundle as bundles
-from scrunlib.errors import ScrunError, UsageError, internal_error
+from scrunlib.errors import InvalidInput, ScrunError, UsageError, internal_error
 from scrunlib.lua.stage import (
     LogRecord,
     StageContext,
@@ -309,12 +309,17 @@ def job_env_and_source(
 ) -> tuple[dict[str, str], str]:
     """The job env the hooks and their commands see, built by the anchor's own code
     (scrunlib.jobenv), so it is exactly what the anchor would pass; nothing of this shell's
-    environment. Without a job record (no cluster reachable, an unknown job) only
-    SLURM_JOB_ID/SLURM_JOBID/SLURM_CLUSTER_NAME stand in for the record's variables.
+    environment. Without a job record (no cluster reachable) only
+    SLURM_JOB_ID/SLURM_JOBID/SLURM_CLUSTER_NAME stand in for the record's variables; a job
+    the cluster says does not exist is an error, before any hook runs.
     Returns the env and where its SLURM_* part came from, for the report."""
     try:
         record = slurm.job_record(job_id)
     except ScrunError as exc:
+        if "Invalid job id" in exc.message:  # the cluster answered: no such job
+            raise InvalidInput(
+                f"job {job_id} does not exist: give a job of yours that runs, or --allocate"
+            ) from None
         log.verbose(f"no job record for job {job_id}: {exc.message}")
         slurm_part = {"SLURM_JOB_ID": str(job_id), "SLURM_JOBID": str(job_id)}
         if name := cluster_name(slurm.slurm_conf):
