@@ -618,7 +618,11 @@ for name in set(os.listdir(root)) - overlaid:
     os.rename(os.path.join(root, name), os.path.join(upper, name))
 PY
 chmod --reference="$staged/rootfs" -- "$staged/upper" && chown --reference="$staged/rootfs" -- "$staged/upper" || exit 1
-rsync -a --numeric-ids -- "$staged/upper/" "$orig/" || exit 1
+# run as a user, rsync keeps no owner, and no group either: it would give the directories
+# it updates the user's (a --userns=keep-id container's are its root's, a subordinate id's)
+owners=--no-g
+[ "$(id -u)" != 0 ] || owners=
+rsync -a --numeric-ids $owners -- "$staged/upper/" "$orig/" || exit 1
 rm -f -- "$entry/users/$id"]]
 end
 

@@ -109,7 +109,7 @@ def cache_entries(cluster: Cluster, staging: tuple[Path, str], uid: int) -> list
 def run_one(podman: Runner, options: list[str], keep_id: bool) -> None:
     """A container of IMAGE: it sees the image's modes and writes into its root (root: the
     read-only directories and a 0000 file; keep-id's user: /tmp); `podman diff` and `podman
-    cp` see its writes afterwards."""
+    cp` see its writes afterwards, and the owners of what it did not write are as before."""
     write, changes = (WRITE_AS_USER, USER_CHANGES) if keep_id else (WRITE_AS_ROOT, ROOT_CHANGES)
     name = f"scrun-modes-{uuid.uuid4().hex[:10]}"
     try:
@@ -119,6 +119,10 @@ def run_one(podman: Runner, options: list[str], keep_id: bool) -> None:
         diff = podman("diff", name)
         assert diff.returncode == 0, diff.stderr
         assert changes <= set(diff.stdout.splitlines()), diff.stdout
+        if keep_id:  # its directories stay its root's: a subordinate id, 1 in `podman unshare`
+            look = 'cd "$(podman mount "$1")" && stat -c %u:%g bin etc tmp'
+            owners = podman("unshare", "sh", "-c", look, "sh", name)
+            assert owners.stdout.split() == ["1:1"] * 3, owners
         copied = copy_out(podman, name, "/tmp/new" if keep_id else "/opt/ro/sub/new", "-")
         assert (copied.returncode, "new\n" in copied.stdout) == (0, True), copied
     finally:
