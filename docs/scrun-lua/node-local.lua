@@ -619,10 +619,12 @@ for name in set(os.listdir(root)) - overlaid:
 PY
 chmod --reference="$staged/rootfs" -- "$staged/upper" && chown --reference="$staged/rootfs" -- "$staged/upper" || exit 1
 # run as a user, rsync keeps no owner, and no group either: it would give the directories
-# it updates the user's (a --userns=keep-id container's are its root's, a subordinate id's)
+# it updates the user's (a --userns=keep-id container's are its root's, a subordinate id's);
+# nor directories' times: the writable layers' own are stage-in's, and a directory the
+# container changed has its time from what changed in it, as through crun
 owners=--no-g
 [ "$(id -u)" != 0 ] || owners=
-rsync -a --numeric-ids $owners -- "$staged/upper/" "$orig/" || exit 1
+rsync -a --omit-dir-times --numeric-ids $owners -- "$staged/upper/" "$orig/" || exit 1
 rm -f -- "$entry/users/$id"]]
 end
 

@@ -539,9 +539,16 @@ end
 -- engine's root filesystem `orig`: its writable layers (`staged`/upper/<dir>) with the
 -- overlay's deletions (whiteouts: character devices 0/0; opaque directories: the
 -- user.overlay.opaque attribute) applied, and its top-level files (`staged`/rootfs); then
--- it marks the cache `entry` unused by `id`.
+-- it marks the cache `entry` unused by `id`. When nothing in the writable layers and the
+-- top-level files changed after stage-in's mark (`staged`/rootfs.since, as
+-- root_back_command tells it), only the mark of use goes: most containers change nothing
+-- in their root filesystem, and that saves a Python and an rsync start (~60 ms).
 local function cache_out_command(staged, entry, orig, id)
 	return "staged=" .. quote(staged) .. " entry=" .. quote(entry) .. " orig=" .. quote(orig) .. " id=" .. quote(id) .. "\n" .. [[
+if changed=$(find "$staged/upper" "$staged/rootfs" -cnewer "$staged/rootfs.since" -print -quit 2>&1) && [ -z "$changed" ] \
+	&& since=$(stat -c %y -- "$staged/rootfs.since") && [ "${since#*.000000000}" = "$since" ]; then
+	exec rm -f -- "$entry/users/$id"
+fi
 python3 - "$staged" "$entry/rootfs" "$orig" <<'PY' || exit 1
 import os, shutil, stat, sys
 staged, lower, orig = sys.argv[1:]
@@ -575,10 +582,12 @@ for name in set(os.listdir(root)) - overlaid:
 PY
 chmod --reference="$staged/rootfs" -- "$staged/upper" && chown --reference="$staged/rootfs" -- "$staged/upper" || exit 1
 # run as a user, rsync keeps no owner, and no group either: it would give the directories
-# it updates the user's (a --userns=keep-id container's are its root's, a subordinate id's)
+# it updates the user's (a --userns=keep-id container's are its root's, a subordinate id's);
+# nor directories' times: the writable layers' own are stage-in's, and a directory the
+# container changed has its time from what changed in it, as through crun
 owners=--no-g
 [ "$(id -u)" != 0 ] || owners=
-rsync -a --numeric-ids $owners -- "$staged/upper/" "$orig/" || exit 1
+rsync -a --omit-dir-times --numeric-ids $owners -- "$staged/upper/" "$orig/" || exit 1
 rm -f -- "$entry/users/$id"]]
 end
 

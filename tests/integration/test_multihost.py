@@ -240,11 +240,18 @@ def cache_stamps(shared: str, uid: int) -> dict[str, int]:
     return {stamp.parent.name: stamp.stat().st_mtime_ns for stamp in cache.glob("*/stamp")}
 
 
+@pytest.fixture
+def cluster_podman(podman: Podman) -> Podman:
+    """The cluster's podman, under a name that leaves `podman` to a test's own runner."""
+    return podman
+
+
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
 def test_an_image_is_staged_once_and_a_containers_changes_come_back(
     script: str,
     who: Who,
     cluster: Cluster,
+    cluster_podman: Podman,
     site_runtime: MakeSite,
     no_leftovers: Callable[..., None],
 ) -> None:
@@ -263,7 +270,7 @@ def test_an_image_is_staged_once_and_a_containers_changes_come_back(
     if not options:  # root's container deletes one of the image's files too
         program += " && rm /etc/group"
     before = cache_stamps(shared, uid)
-    names = [f"scrun-cached-{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    names = [f"scrun-cached-{uuid.uuid4().hex[:10]}" for _ in range(4)]
     try:
         done = podman("run", "--name", names[0], *options, IMAGE, "sh", "-c", program)
         assert done.returncode == 0, done.stderr
@@ -278,6 +285,17 @@ def test_an_image_is_staged_once_and_a_containers_changes_come_back(
         assert {f"A {where}/new", f"A {where}/newdir", f"A {where}/newdir/f"} <= changes, changes
         if not options:
             assert "D /etc/group" in changes, changes
+            # a deletion alone, in a directory's overlay (a whiteout, no file written): what
+            # podman sees of it afterwards is what it sees of the same through crun
+            done = podman("run", "--name", names[2], IMAGE, "rm", "/bin/ls")
+            assert done.returncode == 0, done.stderr
+            diff = podman("diff", names[2])
+            crun_run = ("--runtime", "crun", "run", "--name", names[3], IMAGE, "rm", "/bin/ls")
+            done = cluster_podman(*crun_run)
+            assert done.returncode == 0, done.stderr
+            through_crun = cluster_podman("diff", names[3])
+            assert "D /bin/ls" in through_crun.stdout.split("\n"), through_crun
+            assert diff.stdout == through_crun.stdout, (diff, through_crun)
     finally:
         for name in names:
             podman("rm", "-f", name)
