@@ -387,10 +387,13 @@ end
 -- first to allow (older kernels fail the step's launch with a bare "Invalid argument").
 -- Each node's kernel release is its Slurm record's (`OS=`, as slurmd reported it; scrun
 -- gives the script's commands its slurm.conf, SLURM_CONF); when scontrol cannot tell, it
--- says nothing.
+-- says nothing. A node list that passed is remembered in the cache ($cache/.kernels-checked-
+-- <list>): a node's kernel is not downgraded, and each later container of those nodes
+-- then costs slurmctld no request for it.
 local kernel_check_command = [[
 overlay_major=5 overlay_minor=11
-if [ -n "${SLURM_JOB_NODELIST-}" ] && records=$(scontrol -o show node "$SLURM_JOB_NODELIST" 2>/dev/null); then
+checked=$cache/.kernels-checked-${SLURM_JOB_NODELIST-}
+if [ -n "${SLURM_JOB_NODELIST-}" ] && [ ! -e "$checked" ] && records=$(scontrol -o show node "$SLURM_JOB_NODELIST" 2>/dev/null); then
 	while read -r record; do
 		node=${record#NodeName=} release=${record##* OS=Linux }
 		node=${node%% *} release=${release%% *} minor=${release#*.}
@@ -404,6 +407,7 @@ if [ -n "${SLURM_JOB_NODELIST-}" ] && records=$(scontrol -o show node "$SLURM_JO
 	done <<EOF
 $records
 EOF
+	true 2>/dev/null >"$checked"
 fi
 ]]
 

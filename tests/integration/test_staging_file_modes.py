@@ -102,7 +102,7 @@ def cache_entries(cluster: Cluster, staging: tuple[Path, str], uid: int) -> list
         f"{where}:{path.name}"
         for where, cache in places.items()
         for path in cache.glob("*")
-        if path.suffix != ".lock"
+        if path.suffix != ".lock" and not path.name.startswith(".")  # the kernel check's
     )
 
 
