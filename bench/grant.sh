@@ -11,11 +11,11 @@
 # nodes' slurmd run on this host, one clock. Each run's job is the one whose grant appears in
 # slurmctld's log while that run lasts.
 # BENCH_RUNS runs (default 20) of each runtime, one of each in turn, the order rotating every
-# round (crun, upstream, scrun; then upstream, scrun, crun; ...), after one unmeasured run of
+# round (upstream, scrun, crun; then scrun, crun, upstream; ...), after one unmeasured run of
 # each; crun is the reference for the whole run (it has no job).
 # Where the time between grant and launch goes: bench/execs.py (the kernel's process events,
-# nothing traced or slowed) records when each runtime command (create, start) and the
-# step's srun started and ended; BENCH_GRANT_TRACE=0 leaves it out. BENCH_GRANT_KEEP=DIR
+# nothing traced or slowed) records when each runtime command (create, start) began and
+# ended and when the step's srun began; BENCH_GRANT_TRACE=0 leaves it out. BENCH_GRANT_KEEP=DIR
 # keeps the runs' lines and that record in DIR.
 # Needs the cluster's exports (make bench loads them), root, and Slurm >= 26.05 (lib.sh
 # upstream_runtime); nothing else may use the cluster while it runs (one job a run).
