@@ -139,3 +139,47 @@ EOF
     -e 's|"scrun"\]|"scrun", "upstream"]|g' "$CONTAINERS_CONF" >"$B/containers.conf"
   export CONTAINERS_CONF="$B/containers.conf"
 }
+
+# write_reap FILE LABEL: FILE, a script that ends what a run left behind: the containers
+# labelled LABEL go (podman rm); first, a stuck upstream anchor of one of them (its command
+# line is "scrun: <container id>") gets SIGTERM, which lets its client finish.
+write_reap() {
+  cat >"$1" <<EOF
+#!/bin/sh
+ids="\$(podman ps -aq --no-trunc --filter label=$2)"
+[ -n "\$ids" ] || exit 0
+for d in /proc/[0-9]*; do
+  line="\$(tr '\\0' ' ' <"\$d/cmdline" 2>/dev/null)"
+  case "\$line" in "scrun: "*) ;; *) continue ;; esac
+  for id in \$ids; do
+    case "\$line" in "scrun: \$id"*) kill -TERM "\${d#/proc/}" 2>/dev/null ;; esac
+  done
+done
+timeout -k 1 20 podman rm -f -t 0 \$ids >/dev/null 2>&1
+exit 0
+EOF
+  chmod 755 "$1"
+}
+
+# upstream_bench: what a bench of upstream's scrun beside ours needs (upstream.sh, grant.sh);
+# exits 0, saying why, where there is none to run. B: a directory of the bench's own, with
+# the reap script ($B/reap, write_reap: label scrun-bench) and podman's runtime "upstream"
+# (upstream_runtime). At exit: the processes BENCH_PIDS names are ended, what the runs
+# left reaped, the /etc/slurm/slurm.conf link removed, B removed.
+BENCH_PIDS=""
+upstream_bench() {
+  if [ ! -x "$UPSTREAM" ]; then
+    echo "== no $UPSTREAM (Slurm >= 23.02 installs it): no comparison with upstream scrun"
+    exit 0
+  fi
+  B="$(mktemp -d /tmp/scrun-bench.XXXXXX)"
+  # shellcheck disable=SC2064  # B is fixed now; the rest is read at exit
+  trap "[ -z \"\$BENCH_PIDS\" ] || kill \$BENCH_PIDS 2>/dev/null
+    '$B/reap' 2>/dev/null || true
+    [ -z \"\$UPSTREAM_LINKED\" ] || rm -f \"\$UPSTREAM_LINKED\"
+    rm -rf '$B'" EXIT
+  local available=0
+  upstream_runtime "$B" || available=$?
+  case "$available" in 0) ;; 1) exit 0 ;; *) exit 1 ;; esac
+  write_reap "$B/reap" scrun-bench
+}

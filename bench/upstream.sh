@@ -19,41 +19,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"  # the cluster's environment, without the harness's SCRUN_*
 LIMIT="${BENCH_TIMEOUT:-5}"
 IMAGE=localhost/busybox
-if [ ! -x "$UPSTREAM" ]; then
-  echo "== no $UPSTREAM (Slurm >= 23.02 installs it): no comparison with upstream scrun"
-  exit 0
-fi
-
-B="$(mktemp -d /tmp/scrun-bench.XXXXXX)"
-linked=""
-cleanup() {
-  "$B/reap" 2>/dev/null || true
-  [ -z "$linked" ] || rm -f "$linked"
-  rm -rf "$B"
-}
-trap cleanup EXIT
-
-available=0
-upstream_runtime "$B" || available=$?
-linked="$UPSTREAM_LINKED"
-case "$available" in 0) ;; 1) exit 0 ;; *) exit 1 ;; esac
-cat >"$B/reap" <<'EOF'
-#!/bin/sh
-# after each run: the bench's containers go; first, a stuck upstream anchor of one of them
-# (its command line is "scrun: <container id>") gets SIGTERM, which lets its client finish
-ids="$(podman ps -aq --no-trunc --filter label=scrun-bench)"
-[ -n "$ids" ] || exit 0
-for d in /proc/[0-9]*; do
-  line="$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)"
-  case "$line" in "scrun: "*) ;; *) continue ;; esac
-  for id in $ids; do
-    case "$line" in "scrun: $id"*) kill -TERM "${d#/proc/}" 2>/dev/null ;; esac
-  done
-done
-timeout -k 1 20 podman rm -f -t 0 $ids >/dev/null 2>&1
-exit 0
-EOF
-chmod 755 "$B/reap"
+upstream_bench
 
 echo "== $(srun --version), $(podman --version), $(crun --version | head -1), upstream $UPSTREAM"
 commands=()
