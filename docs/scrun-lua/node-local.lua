@@ -583,13 +583,27 @@ local function add_overlays(config, entry, staged, dirs)
 	config["mounts"] = mounts
 end
 
+-- A shell condition, true when anything in `paths` (quoted, space-separated) changed status
+-- after the mark `mark`, or when that cannot be told: find fails, the mark is missing, or
+-- its time is whole seconds (a filesystem's; a write in the mark's second would look older
+-- than it). Most containers change nothing in their root filesystem: then nothing needs to
+-- be compared or copied back.
+local function changed_since(paths, mark)
+	return "! changed=$(find " .. paths .. " -cnewer " .. quote(mark) .. " -print -quit 2>&1) || [ -n \"$changed\" ]"
+		.. " || ! since=$(stat -c %y -- " .. quote(mark) .. ") || [ \"${since#*.000000000}\" != \"$since\" ]"
+end
+
 -- A shell command that brings what a container of a cached image changed back to the
 -- engine's root filesystem `orig`: its writable layers (`staged`/upper/<dir>) with the
 -- overlay's deletions (whiteouts: character devices 0/0; opaque directories: the
 -- user.overlay.opaque attribute) applied, and its top-level files (`staged`/rootfs); then
--- it marks the cache `entry` unused by `id`.
+-- it marks the cache `entry` unused by `id`. When nothing in the writable layers and the
+-- top-level files changed after stage-in's mark (`staged`/rootfs.since), only the mark of
+-- use goes: that saves a Python and an rsync start (~60 ms).
 local function cache_out_command(staged, entry, orig, id)
-	return "staged=" .. quote(staged) .. " entry=" .. quote(entry) .. " orig=" .. quote(orig) .. " id=" .. quote(id) .. "\n" .. [[
+	return "staged=" .. quote(staged) .. " entry=" .. quote(entry) .. " orig=" .. quote(orig) .. " id=" .. quote(id) .. "\n"
+		.. "if ! { " .. changed_since(quote(staged .. "/upper") .. " " .. quote(staged .. "/rootfs"), staged .. "/rootfs.since") .. "; }; then\n"
+		.. "\texec rm -f -- " .. quote(entry .. "/users/" .. id) .. "\nfi\n" .. [[
 python3 - "$staged" "$entry/rootfs" "$orig" <<'PY' || exit 1
 import os, shutil, stat, sys
 staged, lower, orig = sys.argv[1:]
@@ -770,14 +784,10 @@ sort -z "$copy.carried" | comm -z -23 - "$copy.now" | xargs -0 -r -I{} rm -rf --
 end
 
 -- A shell command that copies the root filesystem `from` back to `to` when the container
--- changed anything in it after the mark `from.since` (or the mark is missing): most
--- containers write nothing there, and then nothing has to be compared. Where file times
--- are whole seconds (the mark's are), a write in the mark's second would look older than
--- it: there it is always copied back. A failure sets `failed`.
+-- changed anything in it after the mark `from.since` (changed_since). A failure sets
+-- `failed`.
 local function root_back_command(from, to)
-	local mark = quote(from .. ".since")
-	return "if ! changed=$(find " .. quote(from) .. " -cnewer " .. mark .. " -print -quit 2>&1) || [ -n \"$changed\" ]"
-		.. " || ! since=$(stat -c %y -- " .. mark .. ") || [ \"${since#*.000000000}\" != \"$since\" ]; then\n"
+	return "if " .. changed_since(quote(from), from .. ".since") .. "; then\n"
 		.. "\tout=$(rsync -a --numeric-ids --delete -- " .. quote(from .. "/") .. " " .. quote(to .. "/") .. " 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
@@ -785,15 +795,17 @@ end
 -- A node's shell command (node 0's) that copies what the container changed in its root
 -- filesystem `root_path` back to the carried bundle `carry`: its writable layers
 -- (`bundle`/upper, with the overlay's whiteouts and opaque directories' attributes) and
--- its top-level files, when it ran on a cached image (`entry`); else the whole root
--- filesystem, when it changed anything there (root_back_command). A failure sets `failed`.
+-- its top-level files, when it ran on a cached image (`entry`) and changed anything there
+-- after the node's copy was made (changed_since); else the whole root filesystem, when it
+-- changed anything there (root_back_command). A failure sets `failed`.
 local function node_back_command(entry, bundle, root_path, carry)
 	if entry == nil then
 		return root_back_command(root_path, carry .. "/rootfs")
 	end
-	return "out=$(rsync -a -X --numeric-ids --delete -- " .. quote(bundle .. "/upper/") .. " " .. quote(carry .. "/upper/")
+	return "if " .. changed_since(quote(bundle .. "/upper") .. " " .. quote(root_path), bundle .. "/rootfs.since") .. "; then\n"
+		.. "\tout=$(rsync -a -X --numeric-ids --delete -- " .. quote(bundle .. "/upper/") .. " " .. quote(carry .. "/upper/")
 		.. " 2>&1 && rsync -a --numeric-ids --delete -- " .. quote(root_path .. "/") .. " " .. quote(carry .. "/rootfs/") .. " 2>&1)"
-		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\n"
+		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
 
 -- A shell command that brings what the container changed in its root filesystem back to
