@@ -420,6 +420,10 @@ local stamp_command = [[
 stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
 ]]
 
+-- What overlays_changed compares the writable layers' own modes and owners with: a line
+-- for each, "MODE UID GID NAME", sorted (run in the staged directory).
+local modes_command = "find upper -mindepth 1 -maxdepth 1 -printf '%m %U %G %P\\n' | LC_ALL=C sort"
+
 -- A shell command (run in a subshell of stage_command's, with its $keep) that stages
 -- `rootfs` (the engine's root filesystem) through the image cache `cache` into `staged`
 -- (<...>/<id>, for the container <id>); it exits 10, having done nothing, when the scratch cannot
@@ -505,6 +509,7 @@ for name in etc/passwd etc/group; do
 	if [ -f "$rootfs/$name" ] && [ ! -L "$rootfs/$name" ] && [ -d "$staged/upper/etc" ]; then set -- "$@" "$rootfs/$name"; fi
 done
 [ $# = 0 ] || cp -P --preserve="$keep" -t "$staged/upper/etc" -- "$@" || exit 1
+(cd "$staged" && ]] .. modes_command .. [[ >upper.modes) || exit 1
 echo "$entry" >"$staged/cache-entry"]]
 end
 
@@ -549,16 +554,30 @@ local function changed_since(paths, mark)
 		.. " || ! since=$(stat -c %y -- " .. quote(mark) .. ") || [ \"${since#*.000000000}\" != \"$since\" ]"
 end
 
+-- A shell condition, true when the container may have changed the root filesystem it ran
+-- on from the cached image, staged in `dir` (`dir`/upper: the overlays' writable layers,
+-- `dir`/rootfs: its root, with the image's top-level files) after the mark
+-- `dir`/rootfs.since: an entry below a writable layer, or of rootfs, changed status after
+-- it (what the container writes, and a whiteout for what it deletes, is a new entry there;
+-- a writable layer's own status-change time tells nothing: mounting an overlay sets
+-- attributes on it); a writable layer's own mode or owner is not what `dir`/upper.modes
+-- recorded before the mark; or that cannot be told (as changed_since).
+local function overlays_changed(dir)
+	local at = "cd " .. quote(dir) .. " && "
+	return "! changed=$(" .. at .. "find upper rootfs \\( -path 'upper/*/*' -o ! -path 'upper/*' \\) -cnewer rootfs.since -print -quit 2>&1)"
+		.. " || [ -n \"$changed\" ] || ! (" .. at .. modes_command .. " | cmp -s - upper.modes)"
+		.. " || ! since=$(stat -c %y -- " .. quote(dir .. "/rootfs.since") .. ") || [ \"${since#*.000000000}\" != \"$since\" ]"
+end
+
 -- A shell command that brings what a container of a cached image changed back to the
 -- engine's root filesystem `orig`: its writable layers (`staged`/upper/<dir>) with the
 -- overlay's deletions (whiteouts: character devices 0/0; opaque directories: the
 -- user.overlay.opaque attribute) applied, and its top-level files (`staged`/rootfs); then
--- it marks the cache `entry` unused by `id`. When nothing in the writable layers and the
--- top-level files changed after stage-in's mark (`staged`/rootfs.since), only the mark of
--- use goes: that saves a Python and an rsync start (~60 ms).
+-- it marks the cache `entry` unused by `id`. When the container changed nothing there
+-- (overlays_changed), only the mark of use goes: that saves a Python and an rsync start.
 local function cache_out_command(staged, entry, orig, id)
 	return "staged=" .. quote(staged) .. " entry=" .. quote(entry) .. " orig=" .. quote(orig) .. " id=" .. quote(id) .. "\n"
-		.. "if ! { " .. changed_since(quote(staged .. "/upper") .. " " .. quote(staged .. "/rootfs"), staged .. "/rootfs.since") .. "; }; then\n"
+		.. "if ! { " .. overlays_changed(staged) .. "; }; then\n"
 		.. "\texec rm -f -- " .. quote(entry .. "/users/" .. id) .. "\nfi\n" .. [[
 python3 - "$staged" "$entry/rootfs" "$orig" <<'PY' || exit 1
 import os, shutil, stat, sys
@@ -614,18 +633,69 @@ local function root_command(rootfs, dir, cache)
 		.. ")\ncached=$?\ncase $cached in 0) ;; 10) " .. copy .. ";; *) exit $cached ;; esac\n"
 end
 
+-- A shell command (for stage_command's shell, after the root filesystem was staged into
+-- `dir`) that makes the mount points of `config`'s mounts one or two levels below the root
+-- that a cached image lacks, as crun would make them on the node (a directory, or an empty
+-- file for a bind mount of a file), before stage-in's mark: the engine's /etc/hosts,
+-- /etc/hostname, /etc/resolv.conf, a `-v DIR:/out`'s /out. So a container that changed
+-- nothing leaves its writable layers as stage-in made them (overlays_changed), and one that
+-- did brings them back to the engine's root filesystem, as through crun. Nothing without a
+-- cached image (`dir`/cache-entry); deeper mount points crun makes itself.
+local function mount_points_command(dir, config)
+	local words, mounted = "", {}
+	for _, mount in ipairs(config["mounts"] or {}) do
+		mounted[mount["destination"] or ""] = true
+	end
+	for _, mount in ipairs(config["mounts"] or {}) do
+		local path = mount["destination"]
+		if type(path) == "string" and (string.match(path, "^/[^/]+$") or string.match(path, "^/[^/]+/[^/]+$"))
+			and not string.match(path, "/%.%.?/") and not string.match(path, "/%.%.?$")
+			and not mounted[string.match(path, "^(/[^/]+)/")] then -- not below another mount (/dev/pts)
+			local bind = mount["type"] == "bind" or has_option(mount, "bind") or has_option(mount, "rbind")
+			words = words .. " " .. quote(string.sub(path, 2)) .. " " .. quote(bind and mount["source"] or "")
+		end
+	end
+	if words == "" then
+		return ""
+	end
+	return "if [ -e " .. quote(dir .. "/cache-entry") .. " ]; then\n"
+		.. "\tstaged=" .. quote(dir) .. "\n\tread -r entry <\"$staged/cache-entry\" || exit 1\n"
+		.. "\tset --" .. words .. "\n" .. [[
+	while [ $# -gt 1 ]; do
+		path=$1 source=$2
+		shift 2
+		top=${path%%/*}
+		case $path in
+		*/*) if [ -d "$staged/upper/$top" ]; then
+				[ ! -e "$entry/rootfs/$path" ] && [ ! -L "$entry/rootfs/$path" ] || continue
+				at=$staged/upper/$path
+			else # a directory the image lacks (podman's /run of /run/.containerenv)
+				[ -e "$staged/rootfs/$top" ] || [ -L "$staged/rootfs/$top" ] || mkdir -- "$staged/rootfs/$top" || exit 1
+				[ -d "$staged/rootfs/$top" ] && [ ! -L "$staged/rootfs/$top" ] || continue
+				at=$staged/rootfs/$path
+			fi ;;
+		*) at=$staged/rootfs/$path ;;
+		esac
+		[ ! -e "$at" ] && [ ! -L "$at" ] || continue
+		if [ -z "$source" ] || [ -d "$source" ]; then mkdir -- "$at"; else true >"$at"; fi || exit 1
+	done
+fi
+]]
+end
+
 -- The one shell command of stage-in on the login host (each process it saves is a few ms
 -- of every container's start): `dir` made safely (private_dir_command), the root
 -- filesystem `rootfs` copied to `dir`/rootfs, the bind mounts `mounts` carried to their
 -- copies (carry_in_command), and the marks touched. With `cache` (the user's image cache),
--- the root filesystem goes through it (cache_in_command) where the scratch allows.
-local function stage_command(rootfs, dir, mounts, cache)
+-- the root filesystem goes through it (cache_in_command) where the scratch allows, and
+-- `points` (mount_points_command) makes the mount points it lacks.
+local function stage_command(rootfs, dir, mounts, cache, points)
 	local mkdir = ""
 	if #mounts > 0 then
 		mkdir = "mkdir -m 700 -- " .. quote(dir .. "/mounts") .. " || exit 1\n"
 	end
 	return private_dir_command(scratch, dir, true) .. "\n" .. keep_command .. try_command .. root_command(rootfs, dir, cache)
-		.. mkdir .. carry_in_command(mounts, carry_limit_mib * 1024, dir .. "/rootfs.since")
+		.. points .. mkdir .. carry_in_command(mounts, carry_limit_mib * 1024, dir .. "/rootfs.since")
 end
 
 -- A shell command (a subshell) that writes, beside each bind mount's copy in `mounts`,
@@ -700,6 +770,7 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 		rootfs = bundle .. "/" .. rootfs
 	end
 	local staged = staged_path(id, user_id)
+	local points = mount_points_command(staged, config) -- with the mounts' own sources
 	local mounts = {}
 	for _, carried in ipairs(carried_mounts(config)) do
 		local copy = string.format("%s/mounts/%d", staged, carried.index)
@@ -710,7 +781,7 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	if image_cache then
 		cache = cache_path(user_id)
 	end
-	if not run("staging into " .. staged, stage_command(rootfs, staged, mounts, cache), "the scratch " .. scratch) then
+	if not run("staging into " .. staged, stage_command(rootfs, staged, mounts, cache, points), "the scratch " .. scratch) then
 		return slurm.ERROR
 	end
 	local entry = read_lines(staged .. "/cache-entry")[1]

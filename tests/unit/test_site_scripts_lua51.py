@@ -741,7 +741,7 @@ def fake_scontrol(site: Site, tmp_path: Path, releases: dict[str, str]) -> None:
     scontrol = bin_dir / "scontrol"
     calls = tmp_path / "scontrol-calls"
     scontrol.write_text(
-        f"#!/bin/sh\necho \"$*\" >>{calls}\n"
+        f'#!/bin/sh\necho "$*" >>{calls}\n'
         f"[ \"$*\" = '-o show node n[1-2]' ] || exit 1\nprintf '%s' '{records}'\n"
     )
     scontrol.chmod(0o755)
