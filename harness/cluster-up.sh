@@ -399,8 +399,9 @@ if [ -x "$VENV/bin/python" ]; then
 # written by harness/cluster-up.sh for the test cluster in $D
 slurm_conf = "$ETC/slurm.conf"
 bin_dir = "$(dirname "$(command -v srun)")"
-# oci.conf's RunTimeQuery here is a loop over the step's containers: say how exec enters one
-exec_command = "crun --rootless=true --root=/run/user/\$(id -u)/crun exec %o %n.%u.%j.%s.%t"
+# oci.conf's RunTimeQuery here is a loop over the step's containers: say how exec enters one,
+# through the nodes' scrun-cdi-run as RunTimeRun (a program crun cannot start: 127, 126)
+exec_command = "$cdi_dir/scrun-cdi-run -- crun --rootless=true --root=/run/user/\$(id -u)/crun exec %o %n.%u.%j.%s.%t"
 EOF
   if ! cmp -s "$tmp/scrun.toml" "$VENV/etc/scrun/scrun.toml"; then
     install -m 644 "$tmp/scrun.toml" "$VENV/etc/scrun/scrun.toml"

@@ -16,7 +16,12 @@ For a template of the form `<runtime> exec %o <name>`, the command first waits (
 most) until `<runtime> state <name>` finds the container: slurmstepd creates it a moment
 after the step starts.
 Without `exec_command`, one is derived from oci.conf's RunTimeQuery (`<runtime> state
-<name>` becomes `<runtime> exec %o <name>`): runc and crun take the same exec options.
+<name>` becomes `<runtime> exec %o <name>`): runc and crun take the same exec options. When
+oci.conf's RunTimeRun runs scrun-cdi-run, the derived one runs under it too (`<its path> --
+<runtime> exec %o <name>`): a command crun cannot start then exits 127 or 126, as through
+crun, not with crun's own 1 or 255 (scrun_cdi.wrapper). A site's `exec_command` is used as
+it is: `scrun-cdi-run -- ` before its runtime does the same. The wait above runs the
+runtime's `state` without the wrapper.
 
 A process with a terminal gets one of the container's own /dev/pts (so that `tty` names
 it): %o then also holds `--tty --console-socket "$SCRUN_CONSOLE_SOCKET"`, and the command
@@ -45,11 +50,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 _PATTERN = re.compile(r"%(.)")
-_QUERY = re.compile(r"^\s*RunTimeQuery\s*=\s*(.*?)\s*$", re.IGNORECASE)
+_KEY = re.compile(r"^\s*(RunTimeQuery|RunTimeRun)\s*=\s*(.*?)\s*$", re.IGNORECASE)
 # Only a plain `<runtime> state <name of % patterns>`: a RunTimeQuery that is a shell program
 # (a loop over the step's containers, say) names no one container to exec into.
 _STATE_CALL = re.compile(r"^(?P<runtime>[^;&|]*?)\s+state\s+(?P<name>%[^\s;]+)")
 _EXEC_CALL = re.compile(r"^(?P<runtime>.*?)\s+exec\s+%o\s+(?P<name>\S+)$")
+# scrun-cdi-run (scrun_cdi.wrapper), the node's RunTimeRun wrapper, wrapping an exec too
+WRAPPER = "scrun-cdi-run"
+_WRAPPED = re.compile(rf"^(?:.*?\s)?\S*{WRAPPER}\s+--\s+(?P<runtime>.*)$")
 # oci.conf patterns whose value exists only in slurmstepd on the node
 _NODE_ONLY_PATTERNS = {
     "m": "the step's spool directory on the node (Slurm >= 25.05: a per-step directory)",
@@ -218,18 +226,23 @@ def parse_process(process: Any, where: str) -> ExecProcess:
 
 
 def template_from_oci_conf(text: str) -> str | None:
-    """`<runtime> exec %o <name>` from oci.conf's RunTimeQuery, None without a usable one."""
+    """`<runtime> exec %o <name>` from oci.conf's RunTimeQuery, None without a usable one;
+    under scrun-cdi-run (`<its path> -- `) when RunTimeRun runs it."""
+    values: dict[str, str] = {}
     for line in text.splitlines():
-        match = _QUERY.match(line)
-        if not match:
-            continue
-        value = match.group(1)
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = value[1:-1]
-        call = _STATE_CALL.match(value)
-        if call:
-            return f"{call.group('runtime')} exec %o {call.group('name')}"
-    return None
+        match = _KEY.match(line)
+        if match:
+            value = match.group(2)
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+            values[match.group(1).lower()] = value
+    call = _STATE_CALL.match(values.get("runtimequery", ""))
+    if call is None:
+        return None
+    words = values.get("runtimerun", "").split()
+    wrapper = next((word for word in words if os.path.basename(word) == WRAPPER), None)
+    template = f"{call.group('runtime')} exec %o {call.group('name')}"
+    return f"{wrapper} -- {template}" if wrapper else template
 
 
 def node_command(template: str, process: ExecProcess, values: Mapping[str, str]) -> str:
@@ -266,7 +279,11 @@ def node_command(template: str, process: ExecProcess, values: Mapping[str, str])
     call = _EXEC_CALL.match(template)
     if call is None:
         return command
-    state = expanded(f"{call.group('runtime')} state {call.group('name')}")
+    runtime = call.group("runtime")
+    wrapped = _WRAPPED.match(runtime)
+    if wrapped:  # the runtime's own state: the wrapper runs only run and exec
+        runtime = wrapped.group("runtime")
+    state = expanded(f"{runtime} state {call.group('name')}")
     return (
         f"i=0; until {state} >/dev/null 2>&1 || [ $i -ge {READY_TENTHS} ]; "
         f"do i=$((i+1)); sleep 0.1; done; {command}"

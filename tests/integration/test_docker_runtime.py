@@ -176,7 +176,8 @@ def test_exec_runs_in_the_container(
     no_leftovers: Callable[..., None],
     docker_leftovers: Callable[..., None],
 ) -> None:
-    """docker exec: --process, --detach and --pid-file from containerd's shim."""
+    """docker exec: --process, --detach and --pid-file from containerd's shim; the exit
+    code of a process that ran, or of one crun could not start (127, 126)."""
     started = scrun_docker(docker, "-d", "--name", container_name, IMAGE, "sleep", "300")
     assert started.returncode == 0, started.stderr
     done = docker(
@@ -185,6 +186,13 @@ def test_exec_runs_in_the_container(
     assert (done.returncode, done.stdout) == (6, "exec /tmp\n"), done.stderr
     fed = docker("exec", "-i", container_name, "cat", input="piped\n")
     assert (fed.returncode, fed.stdout) == (0, "piped\n"), fed.stderr
+    # a command crun cannot start: runc makes docker say 126 for both, before the process
+    # would run; scrun's exec has returned by then, and the node's says 127 or 126 as podman
+    missing = docker("exec", container_name, "no-such-program")
+    assert missing.returncode == 127, missing.stderr
+    assert "executable file `no-such-program` not found" in missing.stderr, missing.stderr
+    denied = docker("exec", container_name, "/etc/passwd")
+    assert denied.returncode == 126, denied.stderr
     # the container itself goes on
     state = docker("inspect", "--format", "{{.State.Status}}", container_name)
     assert state.stdout.strip() == "running", state.stderr

@@ -155,15 +155,22 @@ def test_a_failing_process_shows_its_own_stderr_only(
 ) -> None:
     """A non-zero exit says it in the exit code alone, as with crun: srun adds no `srun:
     error: NODE: task 0: Exited with exit code N` line; a line of the process's own that
-    looks like it passes untouched."""
+    looks like it passes untouched. A command that cannot start exits as through crun."""
 
     def failing(code: int) -> tuple[str, list[str]]:
         line = f"srun: error: n1: task 0: Exited with exit code {code}\n"
         return line, ["sh", "-c", f"printf '{line}' >&2; exit {code}"]
 
     line, argv = failing(4)
-    done = podman.scrun("exec", running(), *argv)
+    name = running()
+    done = podman.scrun("exec", name, *argv)
     assert (done.returncode, done.stderr) == (4, line), done
+    # a command crun cannot start: 127, 126, as through crun (scrun-cdi-run; crun's 255 or 1)
+    missing = podman.scrun("exec", name, "no-such-program")
+    assert missing.returncode == 127, missing.stderr
+    assert "executable file `no-such-program` not found" in missing.stderr, missing.stderr
+    denied = podman.scrun("exec", name, "/etc/passwd")
+    assert (denied.returncode, "executable" in denied.stderr) == (126, True), denied.stderr
     line, argv = failing(3)
     ran = podman.scrun("run", "--rm", IMAGE, *argv)
     assert (ran.returncode, ran.stderr) == (3, line), ran

@@ -214,9 +214,24 @@ def test_a_step_with_gpus_gets_its_config_from_memory(tmp_path: Path) -> None:
 def test_usage_problems_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert cdi_main.main(["--bundle", "B", "--", "crun", "state", "x"]) == 1
     assert cdi_main.main(["--frob"]) == 1
+    assert cdi_main.main(["--", "crun", "run", "x"]) == 1  # run needs the bundle
+    assert cdi_main.main(["--bundle", "B", "--", "crun", "exec", "x", "true"]) == 1  # exec none
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 4
     assert all(line.startswith("scrun-cdi-run: error: ") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "command"),
+    [
+        (["crun", "--root=/r", "exec", "name", "sh", "-c", "run"], "exec"),
+        (["crun", "--root=/r", "run", "--bundle", "B", "name"], "run"),
+    ],
+)
+def test_the_runtimes_command_is_its_first_run_or_exec(runtime: list[str], command: str) -> None:
+    """A later one is a word of the process's command line."""
+    argv = ["--", *runtime] if command == "exec" else ["--bundle", "B", "--", *runtime]
+    assert cdi_run.parse(argv).command == command
 
 
 def test_help_is_the_usage_and_what_the_wrapper_does(capsys: pytest.CaptureFixture[str]) -> None:
@@ -270,14 +285,17 @@ def test_the_wrapper_exits_as_the_runtime_did(tmp_path: Path, body: str, code: i
     assert cdi_run.run(argv, set()) == code
 
 
-def fake_crun(tmp_path: Path, logged: str, code: int) -> list[str]:
-    """A `crun` that writes `logged` to the log it is given (--log=PATH) and exits `code`."""
+def fake_crun(tmp_path: Path, logged: str, code: int, command: str = "run") -> list[str]:
+    """A `crun` that writes `logged` to the log it is given (--log=PATH) and exits `code`;
+    its `command` line (run, or exec)."""
     script = tmp_path / "crun"
     script.write_text(
         "#!/bin/sh\nfor a; do case $a in --log=*) log=${a#--log=};; esac; done\n"
         f"[ -z \"$log\" ] || printf '%s' '{logged}' >>\"$log\"\nexit {code}\n"
     )
     script.chmod(0o755)
+    if command == "exec":
+        return [str(script), "--root=/run/x", "exec", "name", "prog"]
     return [str(script), "--root=/run/x", "run", "--bundle", "B", "name"]
 
 
@@ -309,14 +327,47 @@ def test_crun_failing_to_start_the_process_exits_as_podman_reports_it(
     assert cdi_run.run(argv, set()) == expected
 
 
+@pytest.mark.parametrize(
+    ("logged", "code", "expected"),
+    [
+        (NOT_FOUND, 255, 127),  # podman exec C nope, crun 1.8.1 and 1.21
+        (NOT_FOUND, 1, 127),  # crun 1.28
+        (DENIED, 255, 126),  # podman exec C /etc/passwd
+        (DENIED, 1, 126),
+        ("", 255, 255),  # the process's own exit 255
+        (WARNED, 1, 1),
+        (NOT_FOUND, 3, 3),
+    ],
+)
+def test_crun_exec_failing_to_start_the_process_exits_as_podman_reports_it(
+    tmp_path: Path, logged: str, code: int, expected: int
+) -> None:
+    """An exec needs no bundle."""
+    assert cdi_run.run(["--", *fake_crun(tmp_path, logged, code, "exec")], set()) == expected
+
+
+def test_an_exec_keeps_no_code_on_the_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The anchor reads a container step's record; an exec's srun tells scrun its code."""
+    monkeypatch.setattr(exit_record, "RECORD_DIR", str(tmp_path / "records-{uid}"))
+    monkeypatch.setattr(exit_record.OomWatch, "start", classmethod(lambda cls: Killed(True)))
+    assert cdi_run.run(["--", *fake_crun(tmp_path, "", 0, "exec")], set()) == 0
+    assert not (tmp_path / f"records-{os.getuid()}").exists()
+
+
 def test_only_crun_without_a_log_of_the_sites_gets_one() -> None:
     crun = ["/usr/bin/crun", "--root=/r", "run", "--bundle", "B", "n"]
-    runtime, errors = cdi_run.with_error_log(crun)
+    runtime, errors = cdi_run.with_error_log(crun, "run")
     assert errors is not None
     os.close(errors)
     assert runtime == [crun[0], f"--log=/proc/self/fd/{errors}", "--log-format=json", *crun[1:]]
     for given in (["runc", "run", "n"], ["crun", "--log=/var/log/crun", "run", "n"]):
-        assert cdi_run.with_error_log(given) == (given, None)
+        assert cdi_run.with_error_log(given, "run") == (given, None)
+    # a --log of the process's own command line is no log of crun's
+    crun = ["crun", "--root=/r", "exec", "n", "prog", "--log=x"]
+    runtime, errors = cdi_run.with_error_log(crun, "exec")
+    assert errors is not None
+    os.close(errors)
+    assert runtime[1:3] == [f"--log=/proc/self/fd/{errors}", "--log-format=json"]
 
 
 def test_a_runtime_killed_by_a_signal_kills_the_wrapper_alike(tmp_path: Path) -> None:
@@ -387,17 +438,20 @@ def test_a_signal_while_the_wrapper_prepares_reaches_the_runtime(tmp_path: Path)
     assert (wrapper.returncode, out.strip()) == (7, str(int(signal.SIGTERM)))
 
 
-def test_a_signal_to_the_running_wrapper_reaches_the_runtime(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["run", "exec"])
+def test_a_signal_to_the_running_wrapper_reaches_the_runtime(tmp_path: Path, command: str) -> None:
     """`podman kill -s USR1`: Slurm signals the step's task (slurmstepd's child, this
-    wrapper), not the runtime below it; the wrapper hands it on."""
+    wrapper), not the runtime below it; the wrapper hands it on. So for an exec's (srun
+    passes a signal to its step's tasks)."""
     show_pending = (  # ready, then it waits for a signal (10 s at most) and names it
         "import signal, sys, time\n"
         "print('ready', flush=True)\n"
         "for _ in range(1000):\n    if signal.sigpending(): break\n    time.sleep(0.01)\n"
         "print(*sorted(signal.sigpending())); sys.exit(5)"
     )
-    directory = bundle(tmp_path, [])
-    argv = ["--bundle", str(directory), "--", sys.executable, "-c", show_pending, "run"]
+    argv = ["--", sys.executable, "-c", show_pending, command]
+    if command == "run":
+        argv[:0] = ["--bundle", str(bundle(tmp_path, []))]
     wrapper = subprocess.Popen([*SCRUN_CDI_RUN, *argv], stdout=subprocess.PIPE, text=True)
     try:
         assert wrapper.stdout is not None

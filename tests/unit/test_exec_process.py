@@ -71,6 +71,28 @@ def test_template_from_the_projects_oci_conf():
     assert exec_process.template_from_oci_conf(loop) is None
 
 
+def test_template_runs_under_scrun_cdi_run_where_oci_confs_run_does():
+    """So that a command crun cannot start exits 127 or 126 (scrun_cdi.wrapper)."""
+    query = f'RunTimeQuery="crun --root=/r state {NAME}"\n'
+    for options in ("--bundle %b", "--bundle %b --job %j --node %n"):
+        run = f'RunTimeRun="exec /opt/bin/scrun-cdi-run {options} -- crun run {NAME}"'
+        assert exec_process.template_from_oci_conf(f"{run}\n{query}") == (
+            f"/opt/bin/scrun-cdi-run -- crun --root=/r exec %o {NAME}"
+        )
+    plain = f'RunTimeRun="exec crun run --bundle %b {NAME}"\n'
+    assert exec_process.template_from_oci_conf(plain + query) == f"crun --root=/r exec %o {NAME}"
+
+
+@pytest.mark.parametrize("before", ["", "exec "])
+def test_the_node_waits_for_the_container_with_the_runtime_itself(before):
+    """The wrapper runs only run and exec: the state the node waits for is crun's own."""
+    process = exec_process.ExecProcess(["true"])
+    template = f"{before}/opt/bin/scrun-cdi-run -- crun --root=/r exec %o {NAME}"
+    wait, _, run = exec_process.node_command(template, process, VALUES).rpartition("; ")
+    assert wait.startswith("i=0; until crun --root=/r state n1.alice.42.0.0 >/dev/null 2>&1 ")
+    assert run == f"{before}/opt/bin/scrun-cdi-run -- crun --root=/r exec  n1.alice.42.0.0 true"
+
+
 def test_node_command_quotes_everything_it_inserts():
     process = exec_process.ExecProcess(["sh", "-c", "echo $HOME; exit 3"], env=["A=x y"])
     command = exec_process.node_command(f"runc --root /r exec %o {NAME} # 100%%", process, VALUES)

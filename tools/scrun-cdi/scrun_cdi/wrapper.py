@@ -5,6 +5,14 @@ the container's exit code where Slurm would hide it:
     RunTimeRun="exec scrun-cdi-run --bundle %b -- crun ... run --bundle %b %n.%u.%j.%s.%t"
     (Slurm 22.05: scrun-cdi-run --bundle %b --job %j --node %n -- ...; see scrunlib.cdi)
 
+and scrun exec's command on the node (the site's exec_command, or the one scrun derives
+from oci.conf when RunTimeRun runs scrun-cdi-run; scrunlib.exec_process), without options:
+
+    exec_command = "scrun-cdi-run -- crun ... exec %o %n.%u.%j.%s.%t"
+
+An exec gets no GPUs (it enters a container that has them) and keeps no exit code: it only
+tells a program crun could not start from crun's failure, and hands signals on, as below.
+
 The config crun gets is written to a memory file (/proc/self/fd/N, crun's --config), so
 nothing is written to the node and Slurm's per-step copy of the config.json is left as it is.
 A step without GPUs runs the runtime unchanged, before any spec is read. An error is one line
@@ -13,10 +21,11 @@ and no container is started.
 
 It stays the runtime's parent (scrunlib.processes.hand_over) and exits as it did: its exit
 code, the container's main process's (or its signal). crun exits 1 too when it cannot start
-the container's process, where podman and docker, which create and start it apart, report
-127 (the program is not there) or 126 (it cannot be run): crun gets a log of its own errors
-(`--log`, a memory file), and an exit 1 with an error in it becomes 127 or 126 as podman
-tells them apart (crun has printed the error on the step's stderr too).
+the container's process (`crun exec`: 1 or 255), where podman and docker, which create and start
+it apart, report 127 (the program is not there) or 126 (it cannot be run): crun gets a log
+of its own errors (`--log`, a memory file), and that exit code with an error in the log
+becomes 127 or 126 as podman tells them apart (crun has printed the error on the step's
+stderr too). The same code without an error logged is the process's own, and stays.
 
 When the OOM killer killed a process of the task meanwhile, Slurm reports the task as out
 of memory whatever that code was, so it is kept on the node for the anchor first
@@ -39,10 +48,16 @@ from scrunlib.errors import print_error
 
 PROGRAM = "scrun-cdi-run"
 SCONTROL_TIMEOUT = 30.0
-USAGE = (
-    f"usage: {PROGRAM} --bundle DIR [--kind KIND] [--cdi-dir DIR]... "
-    "[--job JOBID --node NODE] -- RUNTIME [OPTION]... run [OPTION]... NAME"
+_FORMS = (
+    f"{PROGRAM} --bundle DIR [--kind KIND] [--cdi-dir DIR]... [--job JOBID --node NODE] "
+    "-- RUNTIME [OPTION]... run [OPTION]... NAME",
+    f"{PROGRAM} -- RUNTIME [OPTION]... exec [OPTION]... NAME COMMAND [ARG]...",
 )
+USAGE = f"usage: {_FORMS[0]}\n   or: {_FORMS[1]}"  # --help's
+USAGE_LINE = f"usage: {_FORMS[0]}; or: {_FORMS[1]}"  # an error's: one line
+# crun's exit codes when it could not start the container's process, by command (`exec`:
+# 255 from crun 1.8.1 and 1.21, 1 from 1.28)
+_FAILED = {"run": (1,), "exec": (1, 255)}
 
 
 class Options:
@@ -53,6 +68,7 @@ class Options:
         self.job = ""
         self.node = ""
         self.runtime: list[str] = []
+        self.command = ""  # the runtime's: run or exec
 
 
 def parse(argv: Sequence[str]) -> Options:
@@ -65,17 +81,19 @@ def parse(argv: Sequence[str]) -> Options:
             break
         name, has_value, value = arg.partition("=")
         if name not in ("--bundle", "--kind", "--cdi-dir", "--job", "--node"):
-            raise cdi.CdiError(f"unknown option {arg!r}; {USAGE}")
+            raise cdi.CdiError(f"unknown option {arg!r}; {USAGE_LINE}")
         if not has_value:
             if not args:
-                raise cdi.CdiError(f"{name} needs a value; {USAGE}")
+                raise cdi.CdiError(f"{name} needs a value; {USAGE_LINE}")
             value = args.pop(0)
         if name == "--cdi-dir":
             options.spec_dirs.append(value)
         else:
             setattr(options, name[2:], value)  # bundle, kind, job, node
-    if not options.bundle or "run" not in options.runtime:
-        raise cdi.CdiError(USAGE)
+    # the first of them: a later one is a word of the process's command line
+    options.command = next((a for a in options.runtime[1:] if a in _FAILED), "")
+    if not options.command or bool(options.bundle) != (options.command == "run"):
+        raise cdi.CdiError(USAGE_LINE)
     return options
 
 
@@ -144,28 +162,30 @@ def run(argv: Sequence[str], deferred: set[int]) -> int:
         return 0
     try:
         options = parse(argv)
-        runtime, errors = with_error_log(resolve(options))
-        watch = exit_record.OomWatch.start()
+        ran = options.command == "run"  # else exec: no bundle, no code to keep
+        runtime = resolve(options) if ran else options.runtime
+        runtime, errors = with_error_log(runtime, options.command)
+        watch = exit_record.OomWatch.start() if ran else None
         code = processes.hand_over(runtime, os.environ)
     except (cdi.CdiError, processes.CannotRun) as exc:
         signals.restore(deferred)
         print_error(PROGRAM, str(exc))
         return 1
-    if code == 1 and errors is not None:
+    if code in _FAILED[options.command] and errors is not None:
         code = start_failure_code(os.pread(errors, 65536, 0)) or code
-    if watch.killed():
+    if watch is not None and watch.killed():
         from scrunlib.state import shell_exit_code
 
         keep_record(options, shell_exit_code(code))
     return end_as(code)
 
 
-def with_error_log(runtime: list[str]) -> tuple[list[str], int | None]:
-    """crun's command line with a log of its errors in a memory file (inherited: no
-    CLOEXEC; crun closes it in the container), and that file; another runtime's, or one
-    given a log of the site's, as it is (None)."""
+def with_error_log(runtime: list[str], command: str) -> tuple[list[str], int | None]:
+    """crun's command line (its `command`: run or exec) with a log of its errors in a
+    memory file (inherited: no CLOEXEC; crun closes it in the container), and that file;
+    another runtime's, or one given a log of the site's, as it is (None)."""
     if os.path.basename(runtime[0]) != "crun" or any(
-        arg == "--log" or arg.startswith("--log=") for arg in runtime[: runtime.index("run")]
+        arg == "--log" or arg.startswith("--log=") for arg in runtime[: runtime.index(command)]
     ):
         return runtime, None
     errors = os.memfd_create("crun-errors", 0)

@@ -5,7 +5,9 @@ container, on the node of its task 0, as a new step of the container's job (`sru
 
 With --detach (how podman's conmon and docker's shim call it) we return once srun runs,
 its pid in --pid-file: srun is our child, so the caller (a subreaper) waits for it and gets
-the process's exit code. Without, we wait and exit with that code.
+the process's exit code. Without, we wait and exit with that code. A command the node's
+crun cannot start is told apart on the node, by scrun-cdi-run (127, 126), when the
+command runs under it: we have returned by then.
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ USAGE = usage_text(
     "scrun exec [OPTIONS] CONTAINER-ID [COMMAND [ARG...]]",
     "Run a process inside a running container: a new step of its Slurm job on the node of\n"
     "its task 0, entering it through the node's OCI runtime (site config exec_command,\n"
-    "default derived from oci.conf's RunTimeQuery). Exits with the process's exit code.",
+    "default derived from oci.conf's RunTimeQuery). Exits with the process's exit code;\n"
+    "a command crun cannot start, 127 (not there) or 126 (cannot run) when the runtime\n"
+    "runs under scrun-cdi-run (exec_command `scrun-cdi-run -- crun ...`, or the default\n"
+    "when oci.conf's RunTimeRun runs it), else crun's own 255 or 1.",
     OPTIONS,
 )
 
