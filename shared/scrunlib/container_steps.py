@@ -14,12 +14,18 @@ shows them with that node's `ps`.
 from __future__ import annotations
 
 import shlex
+import time
 
 from scrunlib.errors import StateError
 from scrunlib.signals import SIGCONT, SIGSTOP
-from scrunlib.slurm import Slurm
+from scrunlib.slurm import STEP_POLL_SECONDS, Slurm
 from scrunlib.slurm_commands import container_step_names, remote_command_argv
-from scrunlib.state import ContainerState
+from scrunlib.state import ContainerState, process_alive
+
+# The anchor records the container as running once it has started the step's srun; Slurm
+# lists the step a moment later, once slurmctld has created it. A command that comes right
+# after `start` (`podman run -d` then `exec`) waits at most this many seconds for it.
+STEP_LISTED_WITHIN = 5.0
 
 # `ps` columns when the caller names none: who, which, how long, what
 DEFAULT_PS_OPTIONS = ("-o", "user,pid,ppid,stat,etime,time,args")
@@ -31,10 +37,27 @@ def container_steps(slurm: Slurm, state: ContainerState) -> list[int]:
     container_step_names: its own and its exec steps)."""
     assert state.job_id is not None
     names = container_step_names(state.step_name, state.existing_job)
-    steps = slurm.step_ids(state.job_id, *names)
+    steps = listed_steps(slurm, state, names)
     if not steps:
         raise StateError(f"container {state.id!r} has no running step in job {state.job_id}")
     return steps
+
+
+def listed_steps(slurm: Slurm, state: ContainerState, names: tuple[str, ...]) -> list[int]:
+    """The ids of the container's running steps named any of `names`. While Slurm lists
+    none and the step's srun still runs on this host (just started: its step is being
+    created), Slurm is asked again, for STEP_LISTED_WITHIN seconds at most."""
+    assert state.job_id is not None
+    deadline = time.monotonic() + STEP_LISTED_WITHIN
+    while True:
+        steps = slurm.step_ids(state.job_id, *names)
+        if (
+            steps
+            or time.monotonic() >= deadline
+            or not process_alive(state.step_pid, state.step_start_time)
+        ):
+            return steps
+        time.sleep(STEP_POLL_SECONDS)
 
 
 def where(state: ContainerState, steps: list[int]) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from scrun_cli.main import main
 from scrun_cli.update import requested, set_fields
+from scrunlib import container_steps
 from scrunlib.container_steps import ps_script, ps_table
 from scrunlib.errors import InvalidInput
 from scrunlib.slurm_commands import time_limit_argv
@@ -123,12 +124,52 @@ def test_kill_of_a_stopping_container_succeeds_without_asking_its_anchor(site, t
     assert main(["kill", "c1", "KILL"]) == 0
 
 
+def ended_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
 def test_pause_without_a_running_step_says_so(fp, site, tmp_path, capsys):
-    container(tmp_path)
+    """Its srun has ended and Slurm lists no step: asked once, no wait."""
+    container(tmp_path, step_pid=ended_pid())
     fp.register([str(site / "squeue"), "-h", "-s", "-j", str(JOB), "-o", "%i %j"], stdout="")
     assert main(["pause", "c1"]) == 1
     assert f"has no running step in job {JOB}" in capsys.readouterr().err
     assert status_of(Spool(str(tmp_path / "scrun"), "c1")) == Status.RUNNING
+
+
+@pytest.mark.parametrize("argv", [["pause", "c1"], ["exec", "c1", "true"]])
+def test_a_step_slurm_does_not_list_yet_is_waited_for(fp, site, tmp_path, monkeypatch, argv):
+    """Right after `start` (podman run -d, then exec): srun runs (the step_pid, this
+    process) but Slurm lists its step only a moment later. The command asks again."""
+    monkeypatch.setattr(container_steps, "STEP_POLL_SECONDS", 0.0)
+    container(tmp_path)
+    (tmp_path / "oci.conf").write_text('RunTimeQuery="crun state %n.%u.%j.%s.%t"\n')  # exec's
+    squeue = [str(site / "squeue"), "-h", "-s", "-j", str(JOB), "-o", "%i %j"]
+    fp.register(squeue, stdout="")
+    fp.register(squeue, stdout=STEPS)
+    fp.register([str(site / "scancel"), fp.any()], occurrences=2)  # pause
+    fp.register(
+        [str(site / "squeue"), "-h", "-s", "-j", str(JOB), "-o", "%i %N"], stdout=f"{JOB}.0 n1\n"
+    )
+    fp.register([str(site / "scontrol"), "show", "hostnames", "n1"], stdout="n1\n")
+    fp.register([str(site / "srun"), fp.any()])  # exec
+    assert main(argv) == 0
+    assert fp.call_count(squeue) == 2
+
+
+def test_a_step_never_listed_is_waited_for_a_bounded_time(fp, site, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(container_steps, "STEP_POLL_SECONDS", 0.0)
+    monkeypatch.setattr(container_steps, "STEP_LISTED_WITHIN", 0.05)
+    container(tmp_path)
+    squeue = [str(site / "squeue"), "-h", "-s", "-j", str(JOB), "-o", "%i %j"]
+    fp.register(squeue, stdout="", occurrences=1000)
+    assert main(["exec", "c1", "true"]) == 1
+    assert "has no running step: cannot exec" in capsys.readouterr().err
 
 
 def test_pause_while_the_job_is_queued_says_so(fp, site, tmp_path, capsys):

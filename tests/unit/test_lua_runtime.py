@@ -176,6 +176,8 @@ def test_to_json_rules(tmp_path: Path) -> None:
     same({a = 1, b = {c = false}}, '{"a":1,"b":{"c":false}}')
     same({uid = 1000.0, half = 0.5}, '{"half":0.5,"uid":1000}')
     same({job = job_id, user = user_id}, '{"job":1234,"user":1000}')
+    -- RLIM_INFINITY (a uint64, a float in Lua) comes back as itself, not as 2**64
+    same(slurm.from_json('{"hard": 18446744073709551615}'), '{"hard":18446744073709551615}')
     -- an object read from JSON stays an object when emptied; an array stays an array
     local config = slurm.from_json('{"annotations": {"x": "y"}, "list": [1], "empty": {}}')
     config.annotations.x = nil

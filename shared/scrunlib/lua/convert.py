@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 JSON_MAX_DEPTH = 16  # as Slurm's data_t conversion
 _INT64 = range(-(2**63), 2**63)
+# A uint64 near its maximum (RLIM_INFINITY, 2**64 - 1, in config.json's rlimits, from
+# `--ulimit core=-1`) is a float in Lua: 2.0**64, whose integer is no 64-bit value (crun
+# read it as 2**63 - 1). It is written back as the largest uint64.
+_UINT64_MAX = 2**64 - 1
 
 
 class Refused(Exception):
@@ -99,7 +103,7 @@ class JsonCodec:
         if isinstance(value, float):
             if not math.isfinite(value):
                 raise Refused(f"{value} has no JSON form")
-            return int(value) if value.is_integer() else value
+            return min(int(value), _UINT64_MAX) if value.is_integer() else value
         if isinstance(value, bytes):
             return decode(value)
         if lua54.lua_type(value) != "table":

@@ -94,11 +94,12 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
         raise StateError(f"container {container_id!r} is {status}: cannot exec")
 
     # only here: subprocess and re are no other command's cost (lint_tree/hotpath.py)
+    from scrunlib.container_steps import listed_steps
     from scrunlib.slurm import Slurm
     from scrunlib.slurm_commands import NODE_CWD, exec_argv
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
-    steps = slurm.step_ids(state.job_id, state.step_name)
+    steps = listed_steps(slurm, state, (state.step_name,))
     if not steps:
         raise StateError(f"container {container_id!r} has no running step: cannot exec")
     node = slurm.step_nodes(state.job_id, steps[0])[0]
