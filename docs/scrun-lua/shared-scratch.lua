@@ -544,13 +544,15 @@ local function add_overlays(config, entry, staged, dirs)
 	config["mounts"] = mounts
 end
 
--- A shell condition, true when anything in `paths` (quoted, space-separated) changed status
--- after the mark `mark`, or when that cannot be told: find fails, the mark is missing, or
--- its time is whole seconds (a filesystem's; a write in the mark's second would look older
+-- A shell condition, true when anything in `paths` (quoted, space-separated, with find's
+-- tests after them if any; relative to the directory `at` when given) changed status after
+-- the mark `mark`, or when that cannot be told: find fails, the mark is missing, or its
+-- time is whole seconds (a filesystem's; a write in the mark's second would look older
 -- than it). Most containers change nothing in their root filesystem: then nothing needs to
 -- be compared or copied back.
-local function changed_since(paths, mark)
-	return "! changed=$(find " .. paths .. " -cnewer " .. quote(mark) .. " -print -quit 2>&1) || [ -n \"$changed\" ]"
+local function changed_since(paths, mark, at)
+	local cd = at and ("cd " .. quote(at) .. " && ") or ""
+	return "! changed=$(" .. cd .. "find " .. paths .. " -cnewer " .. quote(mark) .. " -print -quit 2>&1) || [ -n \"$changed\" ]"
 		.. " || ! since=$(stat -c %y -- " .. quote(mark) .. ") || [ \"${since#*.000000000}\" != \"$since\" ]"
 end
 
@@ -561,12 +563,10 @@ end
 -- it (what the container writes, and a whiteout for what it deletes, is a new entry there;
 -- a writable layer's own status-change time tells nothing: mounting an overlay sets
 -- attributes on it); a writable layer's own mode or owner is not what `dir`/upper.modes
--- recorded before the mark; or that cannot be told (as changed_since).
+-- recorded before the mark; or that cannot be told (changed_since).
 local function overlays_changed(dir)
-	local at = "cd " .. quote(dir) .. " && "
-	return "! changed=$(" .. at .. "find upper rootfs \\( -path 'upper/*/*' -o ! -path 'upper/*' \\) -cnewer rootfs.since -print -quit 2>&1)"
-		.. " || [ -n \"$changed\" ] || ! (" .. at .. modes_command .. " | cmp -s - upper.modes)"
-		.. " || ! since=$(stat -c %y -- " .. quote(dir .. "/rootfs.since") .. ") || [ \"${since#*.000000000}\" != \"$since\" ]"
+	return changed_since("upper rootfs \\( -path 'upper/*/*' -o ! -path 'upper/*' \\)", dir .. "/rootfs.since", dir)
+		.. " || ! (cd " .. quote(dir) .. " && " .. modes_command .. " | cmp -s - upper.modes)"
 end
 
 -- A shell command that brings what a container of a cached image changed back to the
