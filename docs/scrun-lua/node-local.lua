@@ -471,9 +471,10 @@ local stamp_command = [[
 stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
 ]]
 
--- What overlays_changed compares the writable layers' own modes and owners with: a line
--- for each, "MODE UID GID NAME", sorted (run in the staged directory).
-local modes_command = "find upper -mindepth 1 -maxdepth 1 -printf '%m %U %G %P\\n' | LC_ALL=C sort"
+-- What overlays_changed compares the writable layers' own modes and owners with, and the
+-- top-level directory's own and its entries': a line for each, "MODE UID GID PATH", sorted
+-- (run in the staged directory). An entry the container deleted there is missing from it.
+local modes_command = "find upper rootfs -maxdepth 1 ! -path upper -printf '%m %U %G %p\\n' | LC_ALL=C sort"
 
 -- A shell command (run in a subshell of stage_command's, with its $keep) that stages
 -- `rootfs` (the engine's root filesystem) through the image cache `cache` into `staged`
@@ -599,6 +600,40 @@ local function changed_since(paths, mark, at)
 		.. " || ! since=$(stat -c %y -- " .. quote(mark) .. ") || [ \"${since#*.000000000}\" != \"$since\" ]"
 end
 
+-- A shell command that removes, from the root filesystem a container ran on, the mount
+-- points crun made there on the node for Slurm's own mounts of the step: Slurm 23.02 and
+-- later bind-mount the step's spool directory at its own path (oci.conf's MountSpoolDir
+-- by default; its last name is oci-job<job>-<step>), Slurm 24.11 at /var/run/slurm. Each
+-- is an empty directory of job `job_id` born after the mark `mark`; it goes with the
+-- directories above it that were born after the mark too and are empty then, unless the
+-- image `lower` ("" for none) has one there with another mode or owner (an overlay's copy
+-- of the image's directory is removed, the image's own shows through). It looks in
+-- `roots` (quoted, space-separated names in the directory `at`): a whole copy's root, or
+-- a cached image's writable layers (`upper`, whose entries mirror the image's top-level
+-- directories) and top-level directory (`rootfs`). So a container that changed nothing
+-- else leaves its root as stage-in made it, and `podman diff` lists what it lists through
+-- crun. A directory whose birth time its filesystem does not keep stays (and is copied
+-- back).
+local function slurms_mount_points_command(roots, mark, lower, job_id, at)
+	return "(cd " .. quote(at) .. " && since=$(stat -c %.9Y -- " .. quote(mark) .. ") || exit 0\n"
+		.. "since=${since%.*}${since#*.} lower=" .. quote(lower) .. "\n"
+		.. "for root in " .. roots .. "; do find \"$root\" -mindepth 1 -type d ! -cnewer " .. quote(mark) .. " -prune -o -type d -empty"
+		.. " \\( -name 'oci-job" .. math.floor(job_id) .. "-[0-9]*' -o -path \"$root/var/run/slurm\" -o -path \"$root/run/slurm\" \\) -print; done |\n" .. [[
+while IFS= read -r path; do
+	while case $path in */*) true ;; *) false ;; esac; do
+		set -- $(stat -c '%.9W %a %u %g' -- "$path")
+		[ "${1%.*}${1#*.}" -gt "$since" ] || break
+		rel=${path#*/}
+		if [ -n "$lower" ] && { [ -e "$lower/$rel" ] || [ -L "$lower/$rel" ]; }; then
+			[ "$2 $3 $4" = "$(stat -c '%a %u %g' -- "$lower/$rel")" ] || break
+		fi
+		rmdir -- "$path" || break
+		path=${path%/*}
+	done
+done) 2>/dev/null
+]]
+end
+
 -- A shell condition, true when the container may have changed the root filesystem it ran
 -- on from the cached image, staged in `dir` (`dir`/upper: the overlays' writable layers,
 -- `dir`/rootfs: its root, with the image's top-level files) after the mark
@@ -608,7 +643,7 @@ end
 -- attributes on it); a writable layer's own mode or owner is not what `dir`/upper.modes
 -- recorded before the mark; or that cannot be told (changed_since).
 local function overlays_changed(dir)
-	return changed_since("upper rootfs \\( -path 'upper/*/*' -o ! -path 'upper/*' \\)", dir .. "/rootfs.since", dir)
+	return changed_since("upper rootfs \\( -path 'upper/*/*' -o -path 'rootfs/*' \\)", dir .. "/rootfs.since", dir)
 		.. " || ! (cd " .. quote(dir) .. " && " .. modes_command .. " | cmp -s - upper.modes)"
 end
 
@@ -858,10 +893,12 @@ sort -z "$copy.carried" | comm -z -23 - "$copy.now" | xargs -0 -r -I{} rm -rf --
 end
 
 -- A shell command that copies the root filesystem `from` back to `to` when the container
--- changed anything in it after the mark `from.since` (changed_since). A failure sets
+-- changed anything in it after the mark `from.since` (changed_since), without Slurm's
+-- mount points (of the job `job_id`: slurms_mount_points_command). A failure sets
 -- `failed`.
-local function root_back_command(from, to)
-	return "if " .. changed_since(quote(from), from .. ".since") .. "; then\n"
+local function root_back_command(from, to, job_id)
+	local at, name = string.match(from, "^(.*)/([^/]+)$")
+	return slurms_mount_points_command(quote(name), name .. ".since", "", job_id, at) .. "if " .. changed_since(quote(from), from .. ".since") .. "; then\n"
 		.. "\tout=$(rsync -a --numeric-ids --delete -- " .. quote(from .. "/") .. " " .. quote(to .. "/") .. " 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
@@ -869,14 +906,18 @@ end
 -- A node's shell command (node 0's) that copies what the container changed in its root
 -- filesystem `root_path` back to the carried bundle `carry`: its writable layers
 -- (`bundle`/upper, with the overlay's whiteouts and opaque directories' attributes) and
--- its top-level files, when it ran on a cached image (`entry`) and changed anything there
--- (overlays_changed: `bundle` is the node's copy, its root `root_path`); else the whole root
--- filesystem, when it changed anything there (root_back_command). A failure sets `failed`.
-local function node_back_command(entry, bundle, root_path, carry)
+-- its top-level files, when it ran on a cached image (`entry`, as the user `user_id`'s
+-- node cache holds it) and changed anything there (overlays_changed: `bundle` is the
+-- node's copy, its root `root_path`); else the whole root filesystem, when it changed
+-- anything there (root_back_command). Slurm's mount points (of the job `job_id`) go first
+-- (slurms_mount_points_command). A failure sets `failed`.
+local function node_back_command(entry, bundle, root_path, carry, user_id, job_id)
 	if entry == nil then
-		return root_back_command(root_path, carry .. "/rootfs")
+		return root_back_command(root_path, carry .. "/rootfs", job_id)
 	end
-	return "if " .. overlays_changed(bundle) .. "; then\n"
+	local lower = node_cache_path(user_id) .. "/" .. string.match(entry, "[^/]*$") .. "/rootfs"
+	return slurms_mount_points_command("upper rootfs", "rootfs.since", lower, job_id, bundle)
+		.. "if " .. overlays_changed(bundle) .. "; then\n"
 		.. "\tout=$(rsync -a -X --numeric-ids --delete -- " .. quote(bundle .. "/upper/") .. " " .. quote(carry .. "/upper/")
 		.. " 2>&1 && rsync -a --numeric-ids --delete -- " .. quote(root_path .. "/") .. " " .. quote(carry .. "/rootfs/") .. " 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
@@ -886,9 +927,9 @@ end
 -- the engine's `orig`: its writable layers, when it ran on the cache `entry`
 -- (cache_out_command; `staged` is its bundle); else its whole copy `root_path`, when
 -- anything there changed (root_back_command). A failure sets `failed`.
-local function changes_back_command(entry, staged, root_path, orig, id)
+local function changes_back_command(entry, staged, root_path, orig, id, job_id)
 	if entry == nil then
-		return root_back_command(root_path, orig)
+		return root_back_command(root_path, orig, job_id)
 	end
 	return "out=$( (" .. cache_out_command(staged, entry, orig, id) .. ") 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\n"
@@ -984,7 +1025,7 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 	local entry = read_lines(carry .. "/cache-entry")[1]
 	local mounts = bundle .. "/mounts"
 	local back = "if [ \"$SLURM_NODEID\" = 0 ]; then failed=\n"
-		.. node_back_command(entry, bundle, root_path, carry)
+		.. node_back_command(entry, bundle, root_path, carry, user_id, job_id)
 		.. "[ -z \"$failed\" ] && " .. changed_lists_command(mounts)
 		.. " && set -- " .. quote(mounts) .. "/*.changed && if [ -e \"$1\" ]; then\n"
 		.. "\tany=\n\tfor c; do [ ! -s \"$c\" ] || any=1; done\n"
@@ -995,7 +1036,7 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		slurm.log_error("%s", "what the container wrote is kept in " .. carry)
 		return slurm.ERROR
 	end
-	local root_back = changes_back_command(entry, carry, carry .. "/rootfs", orig_root_path, id)
+	local root_back = changes_back_command(entry, carry, carry .. "/rootfs", orig_root_path, id, job_id)
 	local config = read_config(config_file)
 	if config == nil then
 		run("copying the root filesystem back", "failed=\n" .. root_back .. "[ -z \"$failed\" ]")

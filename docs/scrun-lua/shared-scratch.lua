@@ -420,9 +420,10 @@ local stamp_command = [[
 stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C sort -z "$1.stamping" | sha256sum | cut -d' ' -f1; rm -f -- "$1.stamping"; }
 ]]
 
--- What overlays_changed compares the writable layers' own modes and owners with: a line
--- for each, "MODE UID GID NAME", sorted (run in the staged directory).
-local modes_command = "find upper -mindepth 1 -maxdepth 1 -printf '%m %U %G %P\\n' | LC_ALL=C sort"
+-- What overlays_changed compares the writable layers' own modes and owners with, and the
+-- top-level directory's own and its entries': a line for each, "MODE UID GID PATH", sorted
+-- (run in the staged directory). An entry the container deleted there is missing from it.
+local modes_command = "find upper rootfs -maxdepth 1 ! -path upper -printf '%m %U %G %p\\n' | LC_ALL=C sort"
 
 -- A shell command (run in a subshell of stage_command's, with its $keep) that stages
 -- `rootfs` (the engine's root filesystem) through the image cache `cache` into `staged`
@@ -509,7 +510,6 @@ for name in etc/passwd etc/group; do
 	if [ -f "$rootfs/$name" ] && [ ! -L "$rootfs/$name" ] && [ -d "$staged/upper/etc" ]; then set -- "$@" "$rootfs/$name"; fi
 done
 [ $# = 0 ] || cp -P --preserve="$keep" -t "$staged/upper/etc" -- "$@" || exit 1
-(cd "$staged" && ]] .. modes_command .. [[ >upper.modes) || exit 1
 echo "$entry" >"$staged/cache-entry"]]
 end
 
@@ -556,16 +556,52 @@ local function changed_since(paths, mark, at)
 		.. " || ! since=$(stat -c %y -- " .. quote(mark) .. ") || [ \"${since#*.000000000}\" != \"$since\" ]"
 end
 
+-- A shell command that removes, from the root filesystem a container ran on, the mount
+-- points crun made there on the node for Slurm's own mounts of the step: Slurm 23.02 and
+-- later bind-mount the step's spool directory at its own path (oci.conf's MountSpoolDir
+-- by default; its last name is oci-job<job>-<step>), Slurm 24.11 at /var/run/slurm. Each
+-- is an empty directory of job `job_id` born after the mark `mark`; it goes with the
+-- directories above it that were born after the mark too and are empty then, unless the
+-- image `lower` ("" for none) has one there with another mode or owner (an overlay's copy
+-- of the image's directory is removed, the image's own shows through). It looks in
+-- `roots` (quoted, space-separated names in the directory `at`): a whole copy's root, or
+-- a cached image's writable layers (`upper`, whose entries mirror the image's top-level
+-- directories) and top-level directory (`rootfs`). So a container that changed nothing
+-- else leaves its root as stage-in made it, and `podman diff` lists what it lists through
+-- crun. A directory whose birth time its filesystem does not keep stays (and is copied
+-- back).
+local function slurms_mount_points_command(roots, mark, lower, job_id, at)
+	return "(cd " .. quote(at) .. " && since=$(stat -c %.9Y -- " .. quote(mark) .. ") || exit 0\n"
+		.. "since=${since%.*}${since#*.} lower=" .. quote(lower) .. "\n"
+		.. "for root in " .. roots .. "; do find \"$root\" -mindepth 1 -type d ! -cnewer " .. quote(mark) .. " -prune -o -type d -empty"
+		.. " \\( -name 'oci-job" .. math.floor(job_id) .. "-[0-9]*' -o -path \"$root/var/run/slurm\" -o -path \"$root/run/slurm\" \\) -print; done |\n" .. [[
+while IFS= read -r path; do
+	while case $path in */*) true ;; *) false ;; esac; do
+		set -- $(stat -c '%.9W %a %u %g' -- "$path")
+		[ "${1%.*}${1#*.}" -gt "$since" ] || break
+		rel=${path#*/}
+		if [ -n "$lower" ] && { [ -e "$lower/$rel" ] || [ -L "$lower/$rel" ]; }; then
+			[ "$2 $3 $4" = "$(stat -c '%a %u %g' -- "$lower/$rel")" ] || break
+		fi
+		rmdir -- "$path" || break
+		path=${path%/*}
+	done
+done) 2>/dev/null
+]]
+end
+
 -- A shell condition, true when the container may have changed the root filesystem it ran
 -- on from the cached image, staged in `dir` (`dir`/upper: the overlays' writable layers,
 -- `dir`/rootfs: its root, with the image's top-level files) after the mark
 -- `dir`/rootfs.since: an entry below a writable layer, or of rootfs, changed status after
 -- it (what the container writes, and a whiteout for what it deletes, is a new entry there;
 -- a writable layer's own status-change time tells nothing: mounting an overlay sets
--- attributes on it); a writable layer's own mode or owner is not what `dir`/upper.modes
--- recorded before the mark; or that cannot be told (changed_since).
+-- attributes on it; nor does rootfs's own, once Slurm's mount points are gone from it:
+-- slurms_mount_points_command); a writable layer's or rootfs's own mode or owner, or
+-- rootfs's entries, are not what `dir`/upper.modes recorded before the mark; or that
+-- cannot be told (changed_since).
 local function overlays_changed(dir)
-	return changed_since("upper rootfs \\( -path 'upper/*/*' -o ! -path 'upper/*' \\)", dir .. "/rootfs.since", dir)
+	return changed_since("upper rootfs \\( -path 'upper/*/*' -o -path 'rootfs/*' \\)", dir .. "/rootfs.since", dir)
 		.. " || ! (cd " .. quote(dir) .. " && " .. modes_command .. " | cmp -s - upper.modes)"
 end
 
@@ -573,10 +609,12 @@ end
 -- engine's root filesystem `orig`: its writable layers (`staged`/upper/<dir>) with the
 -- overlay's deletions (whiteouts: character devices 0/0; opaque directories: the
 -- user.overlay.opaque attribute) applied, and its top-level files (`staged`/rootfs); then
--- it marks the cache `entry` unused by `id`. When the container changed nothing there
+-- it marks the cache `entry` unused by `id`. Slurm's mount points (of the job `job_id`)
+-- go first (slurms_mount_points_command). When the container changed nothing there
 -- (overlays_changed), only the mark of use goes: that saves a Python and an rsync start.
-local function cache_out_command(staged, entry, orig, id)
+local function cache_out_command(staged, entry, orig, id, job_id)
 	return "staged=" .. quote(staged) .. " entry=" .. quote(entry) .. " orig=" .. quote(orig) .. " id=" .. quote(id) .. "\n"
+		.. slurms_mount_points_command("upper rootfs", "rootfs.since", entry .. "/rootfs", job_id, staged)
 		.. "if ! { " .. overlays_changed(staged) .. "; }; then\n"
 		.. "\texec rm -f -- " .. quote(entry .. "/users/" .. id) .. "\nfi\n" .. [[
 python3 - "$staged" "$entry/rootfs" "$orig" <<'PY' || exit 1
@@ -687,15 +725,17 @@ end
 -- of every container's start): `dir` made safely (private_dir_command), the root
 -- filesystem `rootfs` copied to `dir`/rootfs, the bind mounts `mounts` carried to their
 -- copies (carry_in_command), and the marks touched. With `cache` (the user's image cache),
--- the root filesystem goes through it (cache_in_command) where the scratch allows, and
--- `points` (mount_points_command) makes the mount points it lacks.
+-- the root filesystem goes through it (cache_in_command) where the scratch allows,
+-- `points` (mount_points_command) makes the mount points it lacks, and what
+-- overlays_changed compares with is listed then.
 local function stage_command(rootfs, dir, mounts, cache, points)
 	local mkdir = ""
 	if #mounts > 0 then
 		mkdir = "mkdir -m 700 -- " .. quote(dir .. "/mounts") .. " || exit 1\n"
 	end
+	local modes = "[ ! -e " .. quote(dir .. "/cache-entry") .. " ] || (cd " .. quote(dir) .. " && " .. modes_command .. " >upper.modes) || exit 1\n"
 	return private_dir_command(scratch, dir, true) .. "\n" .. keep_command .. try_command .. root_command(rootfs, dir, cache)
-		.. points .. mkdir .. carry_in_command(mounts, carry_limit_mib * 1024, dir .. "/rootfs.since")
+		.. points .. modes .. mkdir .. carry_in_command(mounts, carry_limit_mib * 1024, dir .. "/rootfs.since")
 end
 
 -- A shell command (a subshell) that writes, beside each bind mount's copy in `mounts`,
@@ -738,10 +778,12 @@ sort -z "$copy.carried" | comm -z -23 - "$copy.now" | xargs -0 -r -I{} rm -rf --
 end
 
 -- A shell command that copies the root filesystem `from` back to `to` when the container
--- changed anything in it after the mark `from.since` (changed_since). A failure sets
+-- changed anything in it after the mark `from.since` (changed_since), without Slurm's
+-- mount points (of the job `job_id`: slurms_mount_points_command). A failure sets
 -- `failed`.
-local function root_back_command(from, to)
-	return "if " .. changed_since(quote(from), from .. ".since") .. "; then\n"
+local function root_back_command(from, to, job_id)
+	local at, name = string.match(from, "^(.*)/([^/]+)$")
+	return slurms_mount_points_command(quote(name), name .. ".since", "", job_id, at) .. "if " .. changed_since(quote(from), from .. ".since") .. "; then\n"
 		.. "\tout=$(rsync -a --numeric-ids --delete -- " .. quote(from .. "/") .. " " .. quote(to .. "/") .. " 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
@@ -749,12 +791,13 @@ end
 -- A shell command that brings what the container changed in its root filesystem back to
 -- the engine's `orig`: its writable layers, when it ran on the cache `entry`
 -- (cache_out_command; `staged` is its bundle); else its whole copy `root_path`, when
--- anything there changed (root_back_command). A failure sets `failed`.
-local function changes_back_command(entry, staged, root_path, orig, id)
+-- anything there changed (root_back_command); both without Slurm's mount points of the
+-- job `job_id`. A failure sets `failed`.
+local function changes_back_command(entry, staged, root_path, orig, id, job_id)
 	if entry == nil then
-		return root_back_command(root_path, orig)
+		return root_back_command(root_path, orig, job_id)
 	end
-	return "out=$( (" .. cache_out_command(staged, entry, orig, id) .. ") 2>&1)"
+	return "out=$( (" .. cache_out_command(staged, entry, orig, id, job_id) .. ") 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\n"
 end
 
@@ -831,7 +874,7 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		end
 		return slurm.SUCCESS
 	end
-	local root_back = changes_back_command(read_lines(bundle .. "/cache-entry")[1], bundle, root_path, orig_root_path, id)
+	local root_back = changes_back_command(read_lines(bundle .. "/cache-entry")[1], bundle, root_path, orig_root_path, id, job_id)
 	local config = read_config(config_file)
 	if config == nil then
 		run("copying the root filesystem back", "failed=\n" .. root_back .. "[ -z \"$failed\" ]")
