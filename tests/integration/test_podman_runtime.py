@@ -184,6 +184,21 @@ def test_killed_by_sigkill_gives_137(
     assert took < KILL_WITHIN, f"SIGKILL took {took:.1f}s to end the container"
 
 
+def test_run_timeout_ends_the_container_as_through_crun(
+    podman: Podman, no_leftovers: Callable[..., None]
+) -> None:
+    """`podman run --timeout N`: conmon SIGKILLs the process group of the pid in --pid-file
+    (the anchor's, a group of its own as crun's container's is) and reports no exit status;
+    podman's cleanup then deletes the container. Through crun and through scrun alike, the
+    run ends with 255, and nothing is left (no job, no state). With the anchor in conmon's
+    group, conmon killed itself: podman waited for the container's own end, then failed
+    (127), and the job stayed."""
+    through_crun = podman("run", "--rm", "--timeout", "1", IMAGE, "sleep", "60", timeout=120)
+    assert through_crun.returncode == 255, through_crun.stderr
+    done = podman.scrun("run", "--rm", "--timeout", "2", IMAGE, "sleep", "60", timeout=120)
+    assert done.returncode == through_crun.returncode, done.stderr
+
+
 # ----------------------------------------------------------------------------- stdio
 
 

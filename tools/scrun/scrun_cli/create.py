@@ -107,6 +107,7 @@ def create_container(
         return _launch_anchor(
             read_end,
             own_pid_namespace,
+            not foreground,
             Launch(
                 spool=spool,
                 bundle=bundle,
@@ -135,13 +136,21 @@ def _check_pid_file_dir(pid_file: str) -> None:
         raise InvalidInput(f"--pid-file {pid_file}: its directory {directory} does not exist")
 
 
-def _launch_anchor(read_end: int, own_pid_namespace: bool, launch: Launch) -> Child:
+def _launch_anchor(
+    read_end: int, own_pid_namespace: bool, own_process_group: bool, launch: Launch
+) -> Child:
     """Fork the anchor, hand it `launch` and wait for its report on `read_end`: its Child
     once it says the container is created, else the error it reports (or its exit
-    status)."""
+    status). `own_process_group`: the anchor leads a process group of its own, as crun's
+    container process does: conmon's `--timeout` (`podman run --timeout`) SIGKILLs the
+    group of the pid in --pid-file, which would otherwise be conmon's own, and conmon with
+    it, leaving podman no exit status and the job held. Not under `scrun run` in the
+    foreground, whose process group must stay the terminal's."""
 
     def anchor() -> int:  # keeps our stdio, which is the container's
         os.close(read_end)
+        if own_process_group:
+            os.setpgid(0, 0)
         from scrun_anchor.main import run
 
         run(launch)
