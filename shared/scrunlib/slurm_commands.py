@@ -122,6 +122,12 @@ NODE_CWD = "/"
 # untouched. Lost with them: srun's reason for a step Slurm refused (the code is then 1).
 STEP_QUIET = ("--quiet", "--quiet")
 
+# For the same steps, in srun's environment: slurmstepd writes "*** STEP J.S ON NODE CANCELLED
+# AT ... ***" (and "... DUE TO TIME LIMIT ***") into a step's stderr, the container's, when
+# the step is cancelled or its job ends, from the node with this index in the step (0 unless
+# set); no step has a node of this one. The anchor says itself why Slurm ended a job.
+STEP_QUIET_ENV = {"SLURM_STEP_KILLED_MSG_NODE_ID": "2147483646"}
+
 
 class StepCommand:
     """Everything that goes into the container's `srun` line."""

@@ -109,6 +109,16 @@ def test_sacct_shows_the_containers_end(
     assert records[f"{job_id}.0"] == state, records  # the container's step
 
 
+def said_why(podman: Podman, cid: str) -> list[str]:
+    """The lines the container's log holds beyond its own ("up"): what scrun said of its
+    end. slurmstepd's "*** STEP J.S ON NODE CANCELLED AT ... ***" is not one of them."""
+    logs = podman.scrun("logs", cid)
+    assert logs.returncode == 0, logs.stderr
+    lines = (logs.stdout + logs.stderr).splitlines()
+    assert not [line for line in lines if "***" in line], lines
+    return [line for line in lines if line != "up"]
+
+
 def test_sacct_shows_a_job_cancelled_by_scancel(
     cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
 ) -> None:
@@ -121,6 +131,7 @@ def test_sacct_shows_a_job_cancelled_by_scancel(
         podman.scrun("wait", cid, timeout=60)
         records = final_record(cluster, job_id)
         assert records[job_id][0] == "CANCELLED", records
+        assert said_why(podman, cid) == [f"scrun: job {job_id} ended by Slurm: CANCELLED"]
     finally:
         podman.scrun("rm", "-f", "-t", "0", cid)
 
@@ -129,7 +140,8 @@ def test_sacct_shows_a_stopped_containers_step_cancelled(
     cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
 ) -> None:
     """`podman stop` ends the container's step (SIGTERM, then SIGKILL for a pid 1 that
-    ignores it): Slurm records the step CANCELLED, the job with the signal. The stop waits
+    ignores it): Slurm records the step CANCELLED, the job with the signal, and the
+    container's output is its own, as through crun (no slurmstepd banner). The stop waits
     until that pid 1 runs: a SIGTERM that reaches the step while the node's runtime still
     starts ends the runtime itself (0:15)."""
     started = podman.scrun("run", "-d", IMAGE, "sh", "-c", "echo up; exec sleep 300")
@@ -142,6 +154,7 @@ def test_sacct_shows_a_stopped_containers_step_cancelled(
         records = final_record(cluster, job_id)
         assert records[f"{job_id}.0"][0] == "CANCELLED", records
         assert records[job_id] == ("FAILED", "0:9"), records
+        assert said_why(podman, cid) == []
     finally:
         podman.scrun("rm", "-f", "-t", "0", cid)
 
@@ -316,5 +329,6 @@ def test_sacct_shows_a_container_that_ran_out_of_time(
         wait_for(f"job {job_id} TIMEOUT", timed_out, TIME_LIMIT_TIMEOUT, lambda: str(found))
         waited = podman.scrun("wait", cid, timeout=60)
         assert waited.stdout.strip() not in ("", "0"), waited
+        assert said_why(podman, cid) == [f"scrun: job {job_id} ended by Slurm: TIMEOUT"]
     finally:
         podman.scrun("rm", "-f", "-t", "0", cid)

@@ -31,6 +31,7 @@ from types import FrameType
 from scrunlib import log, nodecheck, procio, protocol
 from scrunlib.errors import ScrunError, SlurmError, StateError
 from scrunlib.slurm_commands import (
+    STEP_QUIET_ENV,
     StepCommand,
     container_step_names,
     remote_command_argv,
@@ -255,6 +256,7 @@ class Container:
             **job_env.get(),
             "SLURM_CONF": self.slurm.slurm_conf,
             "PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
+            **STEP_QUIET_ENV,
         }
         log.verbose(f"starting step: {' '.join(argv)}")
         if self.pty_slave is not None:
@@ -413,6 +415,7 @@ class Container:
         if job_state in ("TIMEOUT", "CANCELLED", "FAILED", "NODE_FAIL", "PREEMPTED", "DEADLINE"):
             state.error = f"job {self._job_id()} ended by Slurm: {job_state}"
             log.error(state.error)
+            self.stderr.say(f"scrun: {state.error}")  # in place of slurmstepd's banner
 
     def _failed_at_launch(self) -> bool:
         """The step failed so soon after its start that it may never have launched (and

@@ -96,7 +96,7 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     # only here: subprocess and re are no other command's cost (lint_tree/hotpath.py)
     from scrunlib.container_steps import listed_steps
     from scrunlib.slurm import Slurm
-    from scrunlib.slurm_commands import NODE_CWD, exec_argv
+    from scrunlib.slurm_commands import NODE_CWD, STEP_QUIET_ENV, exec_argv
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
     steps = listed_steps(slurm, state, (state.step_name,))
@@ -121,7 +121,7 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     pty_slave = procio.send_console(str(console_socket)) if console_socket else None
     if pty_slave is not None:
         srun = procio.when_sized(srun)
-    env = {"SLURM_CONF": ctx.slurm_conf, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+    env = {"SLURM_CONF": ctx.slurm_conf, "PATH": "/usr/local/bin:/usr/bin:/bin", **STEP_QUIET_ENV}
     step = slurm.start(srun, env, **procio.srun_stdio(pty_slave))
     if pty_slave is not None:
         os.close(pty_slave)
