@@ -6,12 +6,16 @@ oci.conf has no exec hook, so the node-side command comes from the site configur
 
     exec_command = "crun --rootless=true --root=/run/user/$(id -u)/crun exec %o %n.%u.%j.%s.%t"
 
-%o: the exec options (--cwd, --env, --user, shell-quoted), %n: node name, %u: user
-name, %U: user id, %j: job id, %s: step id, %t: task id (0), %Z: the step's working
-directory (Slurm 26.05's oci.conf pattern; scrun runs every container step with --chdir=/),
-%%: a percent sign. The command and its arguments are appended, shell-quoted; the whole
-runs under /bin/sh -c on the node. oci.conf's patterns that only slurmstepd knows (%m, %e,
-%p, %@) are refused with what they are.
+%o: the exec options, %n: node name, %u: user name, %U: user id, %j: job id, %s: step id,
+%t: task id (0), %Z: the step's working directory (Slurm 26.05's oci.conf pattern; scrun
+runs every container step with --chdir=/), %%: a percent sign. The whole runs under
+/bin/sh -c on the node. The process podman and docker give (`--process FILE`) goes whole
+to the runtime, as they give it to crun: %o is `--process /dev/fd/3`, and the command reads
+the process's JSON on fd 3 from a here-document (its supplementary groups, umask,
+capabilities and terminal size, which no other exec option carries). A process given by
+options (`scrun exec ID CMD...`) has %o `--cwd`, `--env`, `--user` (shell-quoted), and its
+command and arguments appended, shell-quoted. oci.conf's patterns that only slurmstepd
+knows (%m, %e, %p, %@) are refused with what they are.
 For a template of the form `<runtime> exec %o <name>`, the command first waits (10 s at
 most) until `<runtime> state <name>` finds the container: slurmstepd creates it a moment
 after the step starts.
@@ -73,6 +77,8 @@ READY_TENTHS = 100
 # ARGV... runs ARGV with SCRUN_CONSOLE_SOCKET naming the socket it listens on, and exits
 # with ARGV's exit code; CONSOLE_OPTIONS go into %o, for the runtime.
 CONSOLE_OPTIONS = '--tty --console-socket "$SCRUN_CONSOLE_SOCKET"'
+# %o for a process the engine gave: its JSON, which the command feeds on fd 3
+PROCESS_OPTION = "--process /dev/fd/3"
 CONSOLE_RELAY = """\
 import fcntl, os, select, signal, socket, sys, tempfile, termios, tty
 
@@ -156,9 +162,10 @@ finish(os.waitpid(runtime, 0)[1])
 
 
 class ExecProcess:
-    """What runs: args, env, cwd, user and whether it wants a terminal (an OCI `process`)."""
+    """What runs: args, env, cwd, user and whether it wants a terminal (an OCI `process`);
+    `document`: the whole process as the engine gave it, None for one given by options."""
 
-    __slots__ = ("args", "cwd", "env", "terminal", "user")
+    __slots__ = ("args", "cwd", "document", "env", "terminal", "user")
 
     def __init__(
         self,
@@ -168,9 +175,10 @@ class ExecProcess:
         cwd: str | None = None,
         user: str | None = None,
         terminal: bool = False,
+        document: dict[str, Any] | None = None,
     ) -> None:
         self.args, self.env, self.cwd = tuple(args), tuple(env), cwd
-        self.user, self.terminal = user, terminal
+        self.user, self.terminal, self.document = user, terminal, document
 
     def runtime_options(self) -> list[str]:
         """The options runc and crun `exec` both take for this process, but the terminal's
@@ -222,7 +230,9 @@ def parse_process(process: Any, where: str) -> ExecProcess:
     terminal = process.get("terminal", False)
     if not isinstance(terminal, bool):
         raise InvalidInput(f"{where}: terminal must be a boolean")
-    return ExecProcess(args, env=env, cwd=cwd or None, user=user_option, terminal=terminal)
+    return ExecProcess(
+        args, env=env, cwd=cwd or None, user=user_option, terminal=terminal, document=process
+    )
 
 
 def template_from_oci_conf(text: str) -> str | None:
@@ -246,9 +256,10 @@ def template_from_oci_conf(text: str) -> str | None:
 
 
 def node_command(template: str, process: ExecProcess, values: Mapping[str, str]) -> str:
-    """The shell command for the node: `template` expanded, the process's args appended.
-    `values`: the text for each pattern letter but `o` (node, user, ids, working directory).
-    With a terminal, the command runs under CONSOLE_RELAY where the node has python3."""
+    """The shell command for the node: `template` expanded, with the process on fd 3 or its
+    args appended (see the module docstring). `values`: the text for each pattern letter
+    but `o` (node, user, ids, working directory). With a terminal, the command runs under
+    CONSOLE_RELAY where the node has python3."""
 
     def expanded(text: str, console: str = "") -> str:
         def expand(match: re.Match[str]) -> str:
@@ -256,7 +267,12 @@ def node_command(template: str, process: ExecProcess, values: Mapping[str, str])
             if letter == "%":
                 return "%"
             if letter == "o":
-                return " ".join(filter(None, [shlex.join(process.runtime_options()), console]))
+                options = (
+                    PROCESS_OPTION
+                    if process.document is not None
+                    else shlex.join(process.runtime_options())
+                )
+                return " ".join(filter(None, [options, console]))
             if letter in _NODE_ONLY_PATTERNS and letter not in values:
                 raise ScrunError(
                     f"exec_command: %{letter} is {_NODE_ONLY_PATTERNS[letter]}, which only "
@@ -268,9 +284,20 @@ def node_command(template: str, process: ExecProcess, values: Mapping[str, str])
 
         return _PATTERN.sub(expand, text)
 
-    command = f"{expanded(template)} {shlex.join(process.args)}"
+    def runtime_call(terminal: bool) -> tuple[str, str]:
+        """The runtime's command, with the process given whole (its `terminal` as the
+        runtime gets one) or by its args; and the here-document's lines that must follow
+        the line it ends ("" for args)."""
+        console = CONSOLE_OPTIONS if terminal else ""
+        if process.document is None:
+            return f"{expanded(template, console)} {shlex.join(process.args)}", ""
+        document = json.dumps({**process.document, "terminal": terminal}, ensure_ascii=True)
+        end = "SCRUN_PROCESS"  # one line of JSON is never this one
+        return f"{expanded(template, console)} 3<<'{end}'", f"\n{document}\n{end}\n"
+
+    command, here_document = runtime_call(False)
     if process.terminal:
-        relayed = f"{expanded(template, CONSOLE_OPTIONS)} {shlex.join(process.args)}"
+        relayed = "".join(runtime_call(True))
         command = (
             f"if command -v python3 >/dev/null 2>&1; then exec python3 -c "
             f"{shlex.quote(CONSOLE_RELAY)} /bin/sh -c {shlex.quote(relayed)}; "
@@ -278,7 +305,7 @@ def node_command(template: str, process: ExecProcess, values: Mapping[str, str])
         )
     call = _EXEC_CALL.match(template)
     if call is None:
-        return command
+        return command + here_document
     runtime = call.group("runtime")
     wrapped = _WRAPPED.match(runtime)
     if wrapped:  # the runtime's own state: the wrapper runs only run and exec
@@ -286,7 +313,7 @@ def node_command(template: str, process: ExecProcess, values: Mapping[str, str])
     state = expanded(f"{runtime} state {call.group('name')}")
     return (
         f"i=0; until {state} >/dev/null 2>&1 || [ $i -ge {READY_TENTHS} ]; "
-        f"do i=$((i+1)); sleep 0.1; done; {command}"
+        f"do i=$((i+1)); sleep 0.1; done; {command}{here_document}"
     )
 
 

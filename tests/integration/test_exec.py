@@ -55,7 +55,9 @@ def steps_of(cluster: Cluster, name: str) -> list[str]:
 def test_exec_runs_in_the_container_with_env_cwd_user_and_exit_code(
     cluster: Cluster, podman: Podman, running: Callable[..., str]
 ) -> None:
-    name = running()
+    """Also what only podman's whole process carries: the container's supplementary
+    groups (--group-add) are the exec's too, as through crun."""
+    name = running("--group-add", "10")
     done = podman.scrun(
         "exec", "-e", "WHO=exec", "-w", "/tmp", "-u", "65534", name,
         "sh", "-c", "echo $WHO $PWD $(id -u); exit 4",
@@ -65,6 +67,10 @@ def test_exec_runs_in_the_container_with_env_cwd_user_and_exit_code(
     cid = podman.scrun("inspect", "-f", "{{.ID}}", name).stdout.strip()
     job_id = json.loads(cluster.run([SCRUN, "state", cid]).stdout)["jobId"]
     assert [step.split()[0] for step in steps_of(cluster, "scrun")] == [f"{job_id}.0"]
+
+    groups = podman.scrun("exec", name, "id", "-G")
+    assert groups.returncode == 0, groups.stderr
+    assert "10" in groups.stdout.split(), groups.stdout
 
     fed = podman.scrun("exec", "-i", name, "sh", "-c", "read x; echo got $x", input="hi\n")
     assert (fed.returncode, fed.stdout) == (0, "got hi\n"), fed.stderr

@@ -39,6 +39,33 @@ def test_process_from_podmans_process_json(tmp_path):
     ]  # fmt: skip
 
 
+def test_the_engines_process_reaches_the_runtime_whole_on_fd_3(tmp_path):
+    """What no exec option carries (supplementary groups, umask, capabilities) reaches the
+    node's runtime: the engine's process JSON, on fd 3 from a here-document, through the
+    shell, as the runtime's --process; its terminal as the runtime gets one."""
+    given = {
+        "terminal": True,
+        "user": {"uid": 0, "gid": 0, "additionalGids": [10, 20], "umask": 63},
+        "args": ["sh", "-c", "echo 'a'\"b\"; id"],
+        "env": ["A=x\nSCRUN_PROCESS\ny"],  # the here-document's end, inside a string
+        "capabilities": {"bounding": ["CAP_CHOWN"]},
+    }
+    path = tmp_path / "exec-process"
+    path.write_text(json.dumps(given))
+    process = exec_process.load_process(str(path))
+    runtime = tmp_path / "runtime"
+    runtime.write_text('#!/bin/sh\n[ "$1" = state ] && exit 0\necho "$@"; cat /dev/fd/3\n')
+    runtime.chmod(0o755)
+    process.terminal = False  # the relay needs a terminal; its command is the same but --tty
+    command = exec_process.node_command(f"{runtime} exec %o c1", process, VALUES)
+    import subprocess
+
+    done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=True)
+    options, document = done.stdout.split("\n", 1)
+    assert options == "exec --process /dev/fd/3 c1"
+    assert json.loads(document) == {**given, "terminal": False}
+
+
 @pytest.mark.parametrize(
     ("process", "needle"),
     [
