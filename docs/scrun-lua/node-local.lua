@@ -894,12 +894,13 @@ end
 
 -- A shell command that copies the root filesystem `from` back to `to` when the container
 -- changed anything in it after the mark `from.since` (changed_since), without Slurm's
--- mount points (of the job `job_id`: slurms_mount_points_command). A failure sets
--- `failed`.
+-- mount points (of the job `job_id`: slurms_mount_points_command), nor directories' times
+-- (a directory the container changed has its time from what changed in it, as through
+-- crun). A failure sets `failed`.
 local function root_back_command(from, to, job_id)
 	local at, name = string.match(from, "^(.*)/([^/]+)$")
 	return slurms_mount_points_command(quote(name), name .. ".since", "", job_id, at) .. "if " .. changed_since(quote(from), from .. ".since") .. "; then\n"
-		.. "\tout=$(rsync -a --numeric-ids --delete -- " .. quote(from .. "/") .. " " .. quote(to .. "/") .. " 2>&1)"
+		.. "\tout=$(rsync -a --omit-dir-times --numeric-ids --delete -- " .. quote(from .. "/") .. " " .. quote(to .. "/") .. " 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
 

@@ -308,6 +308,39 @@ def test_an_image_is_staged_once_and_a_containers_changes_come_back(
 
 
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_whole_copys_changes_come_back_as_through_crun(
+    script: str,
+    cluster: Cluster,
+    cluster_podman: Podman,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """Without the image cache (`image_cache = false`, for a scratch that cannot hold an
+    overlay's writable layer: NFS, Lustre, GPFS) the whole root filesystem goes there and
+    back: `podman diff` lists what it lists through crun, for a container that changed
+    nothing and for one that wrote a file (neither directories' times nor Slurm's mount
+    points come back)."""
+    text = SCRIPT_TEXTS[script](cluster["SCRUN_SHARED_DIR"])
+    assert "local image_cache = true\n" in text
+    site = site_runtime(text.replace("local image_cache = true\n", "local image_cache = false\n"))
+    names: list[str] = []
+    try:
+        for change in ("true", "touch /x"):
+            name, crun_name = (f"scrun-whole-{uuid.uuid4().hex[:10]}" for _ in range(2))
+            names += [name, crun_name]
+            done = site.podman("run", "--name", name, IMAGE, *change.split())
+            assert done.returncode == 0, done.stderr
+            done = cluster_podman("--runtime", "crun", "run", "--name", crun_name, IMAGE,
+                                  *change.split())  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            through_crun = cluster_podman("diff", crun_name).stdout.splitlines()
+            assert cluster_podman("diff", name).stdout.splitlines() == through_crun, change
+    finally:
+        for name in names:
+            cluster_podman("rm", "-f", name)
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
 @pytest.mark.parametrize("mode", ["keep-id", "default", "user"])
 def test_every_rootless_user_namespace_mode_runs_as_the_user(
     mode: str,
