@@ -45,12 +45,14 @@ def container(tmp_path: Path, status: str = Status.RUNNING, **fields: object) ->
     """A container whose anchor is this test process (alive), in job JOB on n[1-2], its
     step launched (step_pid)."""
     fields.setdefault("step_pid", os.getpid())
+    fields.setdefault("anchor_pid", os.getpid())
+    fields.setdefault("anchor_start_time", process_start_time(os.getpid()))
     spool = Spool(str(tmp_path / "scrun"), "c1")
     os.makedirs(spool.root, mode=0o700, exist_ok=True)
     spool.create()
     ContainerState(
         id="c1", bundle="/b", rootfs="/b/rootfs", status=status, job_id=JOB, nodes="n[1-2]",
-        anchor_pid=os.getpid(), anchor_start_time=process_start_time(os.getpid()), **fields,
+        **fields,
     ).save(spool)  # fmt: skip
     return spool
 
@@ -121,6 +123,26 @@ def test_kill_of_a_stopping_container_succeeds_without_asking_its_anchor(site, t
     (no socket here: a request would fail)."""
     spool = container(tmp_path, status=Status.STOPPING)
     assert not os.path.exists(spool.socket)
+    assert main(["kill", "c1", "KILL"]) == 0
+
+
+@pytest.mark.parametrize("recorded", [Status.STOPPED, Status.RUNNING])
+def test_kill_of_a_stopped_container_fails_unless_all(site, tmp_path, capsys, recorded):
+    """Its anchor has gone (after recording the end, or killed before it could): the OCI
+    runtime spec's error, runc's and crun's; `--all` (containerd's after a `--pid host`
+    init has ended) succeeds, as runc's does."""
+    spool = container(tmp_path, status=recorded, anchor_pid=ended_pid(), anchor_start_time=None)
+    assert main(["kill", "c1", "KILL"]) == 1
+    err = capsys.readouterr().err
+    assert err == "scrun: error: container 'c1' is not running: cannot kill\n", err
+    assert main(["kill", "--all", "c1", "9"]) == 0
+    assert status_of(spool) == Status.STOPPED
+
+
+def test_kill_of_a_stopped_container_whose_anchor_is_exiting_succeeds(site, tmp_path):
+    """The anchor records the end, then exits: `podman stop`'s SIGKILL in between must not
+    fail while the pid it checks is still there."""
+    container(tmp_path, status=Status.STOPPED)
     assert main(["kill", "c1", "KILL"]) == 0
 
 

@@ -4,6 +4,13 @@ A paused container is thawed after the signal (any but SIGSTOP), so that it acts
 what docker does itself, and what `podman stop` of a paused container needs to end before
 its SIGKILL.
 
+A container that has stopped is not signalled: its anchor has gone, and `kill` fails, as the
+OCI runtime spec has it and runc and crun do ("container not running"). With `--all` it
+succeeds, as runc's does: containerd's shim sends `kill --all ID 9` after a `--pid host`
+container's init has ended. One that is stopping (its anchor ending the tasks and staging
+out, or exiting after recording the end) is still one the caller may signal: `podman stop`'s
+SIGKILL after its timeout can come then.
+
 The anchor signals the step. One that does not answer within the site's `delete_timeout`
 because it cannot act (frozen, stopped, in uninterruptible sleep) is bypassed: the signal
 goes to the container's step with scancel from here.
@@ -12,7 +19,7 @@ goes to the container's step with scancel from here.
 from __future__ import annotations
 
 from scrunlib import log, protocol
-from scrunlib.errors import AnchorError, InvalidInput
+from scrunlib.errors import AnchorError, InvalidInput, StateError
 from scrunlib.options import Opt, one_id, parse, usage_text
 from scrunlib.signals import SIGRTMAX, SIGSTOP, SIGTERM
 from scrunlib.state import ContainerState, Status, process_stuck
@@ -23,11 +30,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-OPTIONS = (Opt("all", "a", ignored=True, help="signal all processes (always the case)"),)
+OPTIONS = (
+    Opt("all", "a", help="signal all processes (always the case); a stopped container is no error"),
+)
 USAGE = usage_text(
     "scrun kill [--all] CONTAINER-ID [SIGNAL]",
     "Send SIGNAL (a number, or a name with or without SIG; default TERM) to the container.\n"
-    "Killing a container that has already stopped succeeds and does nothing.",
+    "Killing a container that has stopped is an error (with --all it succeeds and does\n"
+    "nothing); one that is stopping is no error.",
     OPTIONS,
 )
 
@@ -51,12 +61,15 @@ def parse_signal(text: str) -> int:
 
 
 def run(ctx: CommandContext, argv: Sequence[str]) -> int:
-    _, words = parse(argv, OPTIONS, USAGE, what="kill")
+    values, words = parse(argv, OPTIONS, USAGE, what="kill")
     container_id, *rest = one_id(words, "kill", extra="SIGNAL")
     number = parse_signal(rest[0]) if rest else SIGTERM
     spool = ctx.spool(container_id)
     state = ContainerState.load(spool)
-    if state.effective_status() in (Status.STOPPING, Status.STOPPED):
+    status = state.effective_status()
+    if status == Status.STOPPED and not values.get("all") and not state.anchor_alive():
+        raise StateError(f"container {container_id!r} is not running: cannot kill")
+    if status in (Status.STOPPING, Status.STOPPED):
         # a stopping one's anchor no longer answers: it is ending the container's tasks
         log.debug(f"kill: container {container_id!r} has already stopped or is stopping")
         return 0
