@@ -107,6 +107,7 @@ def test_pause_in_a_joined_job_leaves_other_exec_steps_alone(fp, site, tmp_path)
         (["pause", "c1"], Status.STOPPING, "is stopping: cannot pause"),
         (["exec", "c1", "true"], Status.STOPPING, "is stopping: cannot exec"),
         (["start", "c1"], Status.STOPPING, "'c1' has already stopped"),
+        (["start", "c1"], Status.RUNNING, "'c1' is running: cannot start"),
     ],
 )
 def test_commands_refuse_a_container_in_the_wrong_state(

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 USAGE = usage_text(
     "scrun start CONTAINER-ID",
-    "Start the process of a created container (as a step of its Slurm job).",
+    "Start the process of a created container (as a step of its Slurm job). A container\n"
+    "that is not created (running, paused, stopped) is an error.",
     (),
 )
 
@@ -31,5 +32,9 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
         raise StateError(f"container {container_id!r} has already stopped")
     if status == Status.CREATING:
         raise StateError(f"container {container_id!r} is still being created")
+    if status in (Status.RUNNING, Status.PAUSED):
+        # the OCI runtime spec's error for a container that is not `created`, runc's and
+        # crun's; the anchor itself takes a second start as done
+        raise StateError(f"container {container_id!r} is {status}: cannot start")
     protocol.request(spool.socket, {"op": "start"})
     return 0
