@@ -1,10 +1,12 @@
 """The job environment of one container: what scrun.lua's hooks get as `job_env`, what
 `slurm.allocator_command`/`remote_command` and the container's srun run with.
 
-It is the job's SLURM_* variables (from its `scontrol show job` record), the SCRUN_* output
-variables, and SLURM_CONTAINER(_ID). The anchor, scrun-stage and scrun-lua-check all build
-it here, so an admin trying a script by hand sees exactly what the anchor passes. Standard
-library only: the anchor builds it on every `create` (not even `re`).
+It is the job's SLURM_* variables (those salloc gave the command that holds the job, as
+upstream's scrun takes Slurm's job output variables; else from the job's `scontrol show job`
+record), the SCRUN_* output variables, and SLURM_CONTAINER(_ID). The anchor, scrun-stage
+and scrun-lua-check all build it here, so an admin trying a script by hand sees exactly
+what the anchor passes. Standard library only: the anchor builds it on every `create` (not
+even `re`).
 """
 
 from __future__ import annotations
@@ -131,6 +133,21 @@ def _identity(prefix: str, name: str, number: int) -> dict[str, str]:
     if name:
         env[prefix] = name
     return env
+
+
+def salloc_variables(environment: bytes) -> dict[str, str] | None:
+    """The job's SLURM_* variables from the environment salloc gave the job holder
+    (`env -0`'s NUL-terminated entries): its output variables (SLURM_JOB_ID,
+    SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE, …), as Slurm gives any command of a job.
+    scrun passes salloc no SLURM_* variable but SLURM_CONF (scrunlib.slurm_commands), which
+    is left out: each command gets scrun's own. None when there is no SLURM_JOB_ID (the
+    holder could not say): the caller reads the job's record instead."""
+    env = {}
+    for entry in environment.split(b"\0"):
+        name, equals, value = entry.decode(errors="replace").partition("=")
+        if equals and name.startswith("SLURM_") and name != "SLURM_CONF":
+            env[name] = value
+    return env if env.get("SLURM_JOB_ID", "").isdigit() else None
 
 
 # `scontrol show job` prints these for "not set".

@@ -54,15 +54,19 @@ def _text(data: str | bytes) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
-def _read_line(fd: int) -> str:
-    """The first line written to the pipe `fd` ("" when it is closed first)."""
+def _read_answer(fd: int) -> tuple[str, bytes]:
+    """JOB_HOLDER's answer on the pipe `fd`: its first line ("" when the pipe is closed
+    first) and the environment that follows it (`env -0`'s entries, then a newline; b""
+    when there is none)."""
     data = b""
-    while not data.endswith(b"\n"):
-        chunk = os.read(fd, 256)
+    while True:
+        line, newline, rest = data.partition(b"\n")
+        if newline and (rest == b"\n" or rest.endswith(b"\0\n")):
+            return _text(line), rest[:-1]
+        chunk = os.read(fd, 65536)
         if not chunk:
-            break
+            return _text(line), b""
         data += chunk
-    return _text(data.partition(b"\n")[0])
 
 
 def _cannot_run(program: str, exc: OSError) -> SlurmError:
@@ -94,9 +98,14 @@ class Allocation:
     """A job of our own, held by its salloc (our child) until `release` ends it with the
     container's exit status: COMPLETED 0:0, FAILED 3:0, FAILED 0:9 in Slurm's records."""
 
-    def __init__(self, salloc: Child, holder_input: int, job_id: int, nodes: str) -> None:
+    def __init__(
+        self, salloc: Child, holder_input: int, job_id: int, nodes: str, environment: bytes
+    ) -> None:
         self.salloc, self.job_id = salloc, job_id
         self.nodes = nodes  # SLURM_JOB_NODELIST, "" when salloc did not say
+        # what salloc gave its command (`env -0`'s entries; b"" when the holder could not
+        # say): the job's SLURM_* variables, scrunlib.jobenv.salloc_variables
+        self.environment = environment
         self._holder_input: int | None = holder_input  # JOB_HOLDER's stdin
 
     def held(self) -> bool:
@@ -160,11 +169,13 @@ class Submission:
         is none (refused at submission; ended while it waited: scancel, a time limit in the
         queue). Either way the submission is over: its pipes are closed."""
         try:
-            line = _read_line(self._answer)
+            line, environment = _read_answer(self._answer)
             job_id, _, nodes = line.strip().partition(" ")
             if job_id.isdigit():
                 holder_input, self._holder_input = self._holder_input, -1
-                return Allocation(self.salloc, holder_input, int(job_id), nodes.strip())
+                return Allocation(
+                    self.salloc, holder_input, int(job_id), nodes.strip(), environment
+                )
             self.salloc.end(REFUSAL_SECONDS)
             text = self.messages()
             queued = queued_job_id(text)

@@ -238,11 +238,13 @@ def remote_command_argv(
 
 
 # What salloc runs for the container's life (salloc ends the job with its exit status):
-# print the job id and its nodes once they are ready, then wait for the container's status
-# on stdin, `N` (exit N) or `-N` (killed by signal N). EOF (the anchor died) leaves the job
-# to `scrun delete`. A job ended by Slurm (scancel, time limit) ends this shell and keeps its state.
+# print the job id and its nodes once they are ready, then the environment salloc gave it
+# (NUL-separated, then a newline: the job's SLURM_* variables, scrunlib.jobenv, so no
+# `scontrol show job` is needed), then wait for the container's status on stdin, `N` (exit
+# N) or `-N` (killed by signal N). EOF (the anchor died) leaves the job to `scrun delete`. A
+# job ended by Slurm (scancel, time limit) ends this shell and keeps its state.
 JOB_HOLDER = (
-    'echo "$SLURM_JOB_ID $SLURM_JOB_NODELIST"; exec >/dev/null; '
+    'echo "$SLURM_JOB_ID $SLURM_JOB_NODELIST"; /usr/bin/env -0; echo; exec >/dev/null; '
     "read status || exec sleep 2147483647; "
     'case $status in -*) kill -"${status#-}" $$ ;; esac; exit "$status"'
 )

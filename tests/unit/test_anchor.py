@@ -88,20 +88,21 @@ def creation(site: Site, spool: Spool, bundle: Path) -> Creation:
     )
 
 
-# salloc as far as the anchor relies on it: run the holder after `--` in the job, then end
-# the job with its exit status (here: written beside the script).
+# salloc as far as the anchor relies on it: run the holder after `--` in the job, with
+# some of Slurm's output variables, then end the job with its exit status (here: written
+# beside the script).
+SALLOC_VARIABLES = f"SLURM_JOB_ID={JOB} SLURM_JOB_NODELIST=n1 SLURM_TASKS_PER_NODE=1"
 FAKE_SALLOC = f"""#!/bin/sh
 while [ "$1" != "--" ]; do shift; done; shift
-SLURM_JOB_ID={JOB} SLURM_JOB_NODELIST=n1 "$@"; echo $? > "$0.status"
+{SALLOC_VARIABLES} "$@"; echo $? > "$0.status"
 """
 
 
-def expect_allocation(fp, site: Site, record: str = RUNNING) -> None:
+def expect_allocation(fp, site: Site) -> None:
     """A real (fake) salloc; every other Slurm command answered by pytest-subprocess."""
     (site.bin / "salloc").write_text(FAKE_SALLOC)
     fp.allow_unregistered(True)
     fp.register([site.tool("srun"), "--version"], stdout="slurm 22.05.8\n")
-    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=record + "\n")
 
 
 def job_status(site: Site) -> str:
@@ -167,10 +168,17 @@ def quick_reap(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_job_that_ended_before_start_fails_the_start(fp, site, spool, bundle) -> None:
-    """Its record is read once `created` is reported (no scrun.lua needed it sooner)."""
-    expect_allocation(fp, site, record=f"JobId={JOB} JobState=CANCELLED")
+    """Slurm ended it (scancel): salloc has gone, and the job's record says how."""
+    expect_allocation(fp, site)
     container = Container(creation(site, spool, bundle).create())
     assert saved(spool).job_id == JOB  # what `delete` would need, had the anchor died
+    allocation = container.preparation.allocation
+    assert allocation is not None
+    salloc = allocation.salloc
+    salloc.signal_group(signal.SIGTERM)
+    assert salloc.wait(5) is not None
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)],
+                stdout=f"JobId={JOB} JobState=CANCELLED\n")  # fmt: skip
     assert container.handle({"op": "start"}) == {
         "ok": False,
         "error": f"job {JOB} is not running (CANCELLED)",
@@ -221,6 +229,20 @@ def created(fp, site, spool, bundle) -> Iterator[Container]:
 def step_argv(site: Site, bundle: Path) -> list[str]:
     return [site.tool("srun"), "--jobid", str(JOB), "--job-name", "scrun", "--quiet", "--quiet",
             "--export=NONE", "--container", str(bundle), "--chdir=/", "--", "true"]  # fmt: skip
+
+
+def test_the_job_env_is_what_salloc_gave_its_holder(fp, site, bundle, created) -> None:
+    """Slurm's output variables as salloc exports them to its command, as upstream's scrun
+    takes them: no `scontrol show job` for a job of our own. SLURM_CONF is scrun's."""
+    env: dict[str, str] = {}
+    fp.register(step_argv(site, bundle), callback=lambda process: env.update(process.kwargs["env"]))
+    assert created.handle({"op": "start"}) == {"ok": True}
+    assert {name: env.get(name) for name in ("SLURM_JOB_ID", "SLURM_TASKS_PER_NODE")} == {
+        "SLURM_JOB_ID": str(JOB),
+        "SLURM_TASKS_PER_NODE": "1",
+    }
+    assert env["SLURM_CONF"] == str(site.slurm_conf)
+    assert fp.call_count([site.tool("scontrol"), fp.any()]) == 0
 
 
 def test_start_launches_the_step(fp, site, spool, bundle, created) -> None:
@@ -476,7 +498,7 @@ while [ ! -e "$0.grant" ]; do
   sleep 0.02
 done
 while [ "$1" != "--" ]; do shift; done; shift
-SLURM_JOB_ID={JOB} SLURM_JOB_NODELIST=n1 "$@"; echo $? > "$0.status"
+{SALLOC_VARIABLES} "$@"; echo $? > "$0.status"
 """
 
 

@@ -1,6 +1,7 @@
 """Slurm command lines, composed as argument lists (checked with pytest-subprocess)."""
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -428,3 +429,48 @@ def test_the_users_jobs_are_listed_with_state_and_reason_whole(fp, slurm):
     fp.register([f"{bin_dir}/squeue", fp.any()], returncode=1, stderr="squeue: error: down\n")
     with pytest.raises(SlurmError, match="cannot list the user's jobs: squeue: error: down"):
         slurm.user_jobs()
+
+
+def holder_answer(env: dict[str, str]) -> tuple[str, bytes]:
+    """JOB_HOLDER run by /bin/sh in `env` (as salloc runs it), its answer read as the
+    anchor reads it; then told the container's exit status."""
+    from scrunlib.slurm import _read_answer
+
+    answer_read, answer_write = os.pipe()
+    holder = subprocess.Popen(
+        ["/bin/sh", "-c", JOB_HOLDER], env=env, stdin=subprocess.PIPE, stdout=answer_write
+    )
+    os.close(answer_write)
+    try:
+        return _read_answer(answer_read)
+    finally:
+        os.close(answer_read)
+        holder.communicate(b"0\n", timeout=10)
+
+
+def test_the_job_holder_answers_its_job_then_its_environment():
+    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_NAME": "a\nb"}
+    line, environment = holder_answer(env)
+    assert line == "5 n[1-2]"
+    entries = environment.split(b"\0")
+    assert entries[-1] == b"" and b"SLURM_JOB_NAME=a\nb" in entries[:-1]
+
+
+@pytest.mark.parametrize(
+    ("written", "answer"),
+    [
+        (b"5 n1\n\n", ("5 n1", b"")),  # env printed nothing
+        (b"5 n1\n", ("5 n1", b"")),  # the holder ended before its environment
+        (b"", ("", b"")),  # salloc ended without a job
+    ],
+)
+def test_an_answer_without_an_environment_still_names_the_job(written, answer):
+    from scrunlib.slurm import _read_answer
+
+    answer_read, answer_write = os.pipe()
+    os.write(answer_write, written)
+    os.close(answer_write)
+    try:
+        assert _read_answer(answer_read) == answer
+    finally:
+        os.close(answer_read)

@@ -236,6 +236,7 @@ class Container:
         run_bundle, job_env = self.preparation.run_bundle, self.preparation.job_env
         if run_bundle is None or job_env is None:
             raise StateError(f"container {state.id!r} is not ready to start")
+        self.preparation.require_job()
         self.clock.start("launch")
         argv = step_argv(
             self.slurm.path("srun"),

@@ -12,8 +12,9 @@ This phase imports only what it needs, which is little: os, scrun's own modules,
 interpreter's built-in `_signal` and `_socket` (scrunlib.signals, the raw socket of
 scrunlib.protocol). What serving the container needs (scrun_anchor.container: subprocess,
 selectors, signal, socket; their cost: lint_tree/hotpath.py) is imported while salloc
-waits for slurmctld, and the job's record (scontrol) is fetched once `created` is
-reported, while podman prepares `start`, unless stage-in needs it first.
+waits for slurmctld. The job's SLURM_* variables come with salloc's answer; in a job we
+join, its record (scontrol) is fetched once `created` is reported, while podman prepares
+`start`, unless stage-in needs it first.
 """
 
 from __future__ import annotations

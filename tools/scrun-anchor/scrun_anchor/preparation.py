@@ -47,28 +47,34 @@ REAP_SECONDS = 10.0
 class JobEnvironment:
     """The container's job environment (scrunlib.jobenv): what scrun.lua's hooks, their
     commands and the container's srun run with, for the job of a `preparation`. Its SLURM_*
-    part comes from the job's record (`scontrol show job`), fetched once, when first asked
-    for: before stage-in when there is a scrun.lua, else after `created`, off the path
-    `scrun create` waits for."""
+    part is what salloc gave the job holder, for a job of our own; for a job we joined (or
+    a holder that could not say), it comes from the job's record (`scontrol show job`),
+    fetched once, when first asked for: before stage-in when there is a scrun.lua, else
+    after `created`, off the path `scrun create` waits for."""
 
     def __init__(
         self,
         preparation: Preparation,
         job_id: int,
         record: dict[str, str] | None,  # already fetched (a job we joined)
+        salloc_part: dict[str, str] | None,  # salloc's variables (a job of our own)
     ) -> None:
         self.preparation, self.job_id, self._record = preparation, job_id, record
+        self._salloc_part = salloc_part
         self._env: dict[str, str] | None = None
 
     def get(self) -> dict[str, str]:
-        """The job env; SlurmError when the job's record cannot be had or the job is not
-        running (any more)."""
+        """The job env; SlurmError when the job's record is needed and cannot be had or
+        says the job is not running (any more)."""
         if self._env is None:
             p = self.preparation
-            record = self._record or p.slurm.job_record(self.job_id)
-            require_running(self.job_id, record)
+            slurm_part = self._salloc_part
+            if slurm_part is None:
+                record = self._record or p.slurm.job_record(self.job_id)
+                require_running(self.job_id, record)
+                slurm_part = jobenv.slurm_variables(record, cluster_name(p.slurm.slurm_conf))
             self._env = jobenv.container_job_env(
-                slurm_part=jobenv.slurm_variables(record, cluster_name(p.slurm.slurm_conf)),
+                slurm_part=slurm_part,
                 bundle=p.bundle,
                 submission_bundle=p.submission_bundle,
                 spool=p.spool,
@@ -128,7 +134,14 @@ class Preparation:
 
     def joined(self, job_id: int, record: dict[str, str]) -> None:
         """A running job we join (SLURM_JOB_ID): nothing to wait for."""
-        self._granted(job_id, record)
+        self._granted(job_id, record, None)
+
+    def require_job(self) -> None:
+        """SlurmError naming the job's state when salloc no longer holds our job (Slurm
+        ended it: scancel, a time limit), before a step is launched in it."""
+        allocation = self.allocation
+        if allocation is not None and not allocation.held():
+            require_running(allocation.job_id, self.slurm.job_record(allocation.job_id))
 
     def queued_job_id(self) -> int | None:
         """Our job's id while it waits in the queue (salloc said so), else None."""
@@ -156,7 +169,8 @@ class Preparation:
                     self.clock.stop("allocate")
                 self.allocation = allocation
                 self.state.nodes = allocation.nodes or None
-                self._granted(allocation.job_id, None)
+                salloc_part = jobenv.salloc_variables(allocation.environment)
+                self._granted(allocation.job_id, None, salloc_part)
             elif self.life.phase == Phase.STAGING and self._worker is not None:
                 worker, self._worker = self._worker, None
                 worker.join()
@@ -171,10 +185,12 @@ class Preparation:
             log.error(f"unexpected failure while preparing: {exc!r}")
             self._fail(ScrunError(f"internal error while preparing the container: {exc}"))
 
-    def _granted(self, job_id: int, record: dict[str, str] | None) -> None:
+    def _granted(
+        self, job_id: int, record: dict[str, str] | None, salloc_part: dict[str, str] | None
+    ) -> None:
         self.state.job_id = job_id
         self.state.job_state, self.state.job_reason = "RUNNING", None
-        self.job_env = JobEnvironment(self, job_id, record)
+        self.job_env = JobEnvironment(self, job_id, record, salloc_part)
         self.life.transition(Event.GRANTED)
         if self.stager is None:
             self._ready()
