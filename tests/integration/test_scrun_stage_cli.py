@@ -135,6 +135,8 @@ def test_in_then_out_with_allocation(
     assert f"\nbundle      {private_bundle} -> {dst_bundle}\n" in out, out
     assert f"\nroot path   {rootfs} -> {dst_rootfs}\n" in out, out
     assert "job env     " in out and f"\n  SLURM_JOB_ID={job_id}\n" in out, out
+    # as the anchor's own job's: what salloc gave the job holder (the record has no such one)
+    assert f"from salloc of job {job_id}\n" in out and "\n  SLURM_TASKS_PER_NODE=1\n" in out, out
     rsync = (
         "/usr/bin/env rsync --exclude sys --exclude proc --numeric-ids --delete-after "
         f"--ignore-errors --stats -a -- {rootfs}/ {dst_rootfs}/"

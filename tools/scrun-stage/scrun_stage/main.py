@@ -233,11 +233,15 @@ def run(args: argparse.Namespace) -> Report:
     load_seconds = time.monotonic() - start
     slurm = Slurm(site, slurm_conf)
     allocated = job_id is None
+    salloc_part = None
     if job_id is None:
-        job_id = slurm.allocate("scrun-stage", container_id, args.salloc_arg).job_id
+        allocation = slurm.allocate("scrun-stage", container_id, args.salloc_arg)
+        job_id, salloc_part = allocation.job_id, jobenv.salloc_variables(allocation.environment)
     try:
         container_spool = spool.Spool(args.root or spool.default_root(os.environ), container_id)
-        job_env, job_env_source = job_env_and_source(bundle, container_spool, job_id, slurm)
+        job_env, job_env_source = job_env_and_source(
+            bundle, container_spool, job_id, slurm, salloc_part
+        )
         ctx = StageContext.for_container(
             bundle, container_spool, job_id=job_id, job_env=job_env, orig_bundle=bundle.path
         )
@@ -305,14 +309,41 @@ def _existing_job(args: argparse.Namespace) -> int | None:
 
 
 def job_env_and_source(
-    bundle: bundles.Bundle, container_spool: spool.Spool, job_id: int, slurm: Slurm
+    bundle: bundles.Bundle,
+    container_spool: spool.Spool,
+    job_id: int,
+    slurm: Slurm,
+    salloc_part: dict[str, str] | None = None,
 ) -> tuple[dict[str, str], str]:
     """The job env the hooks and their commands see, built by the anchor's own code
     (scrunlib.jobenv), so it is exactly what the anchor would pass; nothing of this shell's
-    environment. Without a job record (no cluster reachable) only
+    environment. Its SLURM_* part: for a job allocated here, `salloc_part` (what salloc
+    gave the job holder, as for the anchor's own job); for a given job, from its record, as
+    for a job the anchor joins. Without a job record (no cluster reachable) only
     SLURM_JOB_ID/SLURM_JOBID/SLURM_CLUSTER_NAME stand in for the record's variables; a job
     the cluster says does not exist is an error, before any hook runs.
     Returns the env and where its SLURM_* part came from, for the report."""
+    if salloc_part is not None:
+        slurm_part, source = salloc_part, f"salloc of job {job_id}"
+    else:
+        slurm_part, source = _recorded_slurm_part(job_id, slurm)
+    try:
+        version: SlurmVersion | None = slurm.version()
+    except ScrunError as exc:
+        log.verbose(f"Slurm version unknown ({exc.message}): no SLURM_CONTAINER_ID")
+        version = None
+    env = jobenv.container_job_env(
+        slurm_part=slurm_part,
+        bundle=bundle,
+        submission_bundle=bundle.path,
+        spool=container_spool,
+        version=version,
+    )
+    return env, source
+
+
+def _recorded_slurm_part(job_id: int, slurm: Slurm) -> tuple[dict[str, str], str]:
+    """The job's SLURM_* variables from its record, and where they came from."""
     try:
         record = slurm.job_record(job_id)
     except ScrunError as exc:
@@ -329,19 +360,7 @@ def job_env_and_source(
         check_job_owner(job_id, record)  # never stage into another user's job
         slurm_part = jobenv.slurm_variables(record, cluster_name(slurm.slurm_conf))
         source = f"scontrol show job {job_id}"
-    try:
-        version: SlurmVersion | None = slurm.version()
-    except ScrunError as exc:
-        log.verbose(f"Slurm version unknown ({exc.message}): no SLURM_CONTAINER_ID")
-        version = None
-    env = jobenv.container_job_env(
-        slurm_part=slurm_part,
-        bundle=bundle,
-        submission_bundle=bundle.path,
-        spool=container_spool,
-        version=version,
-    )
-    return env, source
+    return slurm_part, source
 
 
 # -- reports -----------------------------------------------------------------------------
