@@ -40,10 +40,13 @@ def send_console(console_socket: str) -> int:
     return slave
 
 
-# Run before `srun --pty` on a new terminal: wait (2 s at most) while the terminal has no
-# size yet, then become srun ("$@").
+# Run before `srun --pty` on a new terminal: wait (0.5 s at most) while the terminal has no
+# size yet, then become srun ("$@"). An engine whose client has a terminal gives its size
+# within 20 ms of the start (podman before it, docker's shim once `start` has returned); one
+# whose client has none (`run -t`, `exec -t` in a script or a CI job) never does, and its
+# container would wait for nothing (2 s each, before).
 _WHEN_SIZED = (
-    'i=0; while [ "$(stty size 2>/dev/null)" = "0 0" ] && [ $i -lt 100 ]; '
+    'i=0; while [ "$(stty size 2>/dev/null)" = "0 0" ] && [ $i -lt 25 ]; '
     'do i=$((i+1)); sleep 0.02; done; exec "$@"'
 )
 

@@ -210,8 +210,34 @@ def test_a_terminal_process_starts_once_the_engine_has_sized_its_terminal():
     child = subprocess.Popen(argv, **procio.srun_stdio(slave))
     assert time.monotonic() - started < 0.5  # the caller does not wait
     os.close(slave)
-    time.sleep(0.3)
+    time.sleep(0.2)
     fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 21, 77, 0, 0))
+    assert (child.wait(), read_all(master)) == (0, b"21 77\r\n")
+    os.close(master)
+
+
+def test_a_terminal_that_gets_no_size_does_not_hold_the_process_long():
+    """An engine whose client has no terminal (`podman run -t` in a CI job) never sizes it:
+    the process starts after half a second, not two, and sees no size."""
+    import subprocess
+    import time
+
+    from scrunlib import procio
+
+    master, slave = os.openpty()
+    started = time.monotonic()
+    child = subprocess.Popen(
+        procio.when_sized(["/bin/sh", "-c", "stty size"]), **procio.srun_stdio(slave)
+    )
+    os.close(slave)
+    output = read_all(master)
+    assert (child.wait(), output) == (0, b"0 0\r\n")
+    assert 0.4 < time.monotonic() - started < 1.5
+    os.close(master)
+
+
+def read_all(master: int) -> bytes:
+    """What the process on the pty's slave wrote, until it has ended."""
     output = b""
     while True:
         try:
@@ -221,8 +247,7 @@ def test_a_terminal_process_starts_once_the_engine_has_sized_its_terminal():
         if not chunk:
             break
         output += chunk
-    assert (child.wait(), output) == (0, b"21 77\r\n")
-    os.close(master)
+    return output
 
 
 def test_a_terminal_is_the_runtimes_relayed_on_the_node_where_python3_is():
