@@ -285,6 +285,14 @@ def test_an_image_is_staged_once_and_a_containers_changes_come_back(
         assert {f"A {where}/new", f"A {where}/newdir", f"A {where}/newdir/f"} <= changes, changes
         if not options:
             assert "D /etc/group" in changes, changes
+            # the image's directories keep their times (those of its writable layers), as
+            # through crun
+            times = "stat -c '%n %Y' /bin /usr"
+            done = podman("run", "--rm", IMAGE, "sh", "-c", times)
+            assert done.returncode == 0, done.stderr
+            crun_times = cluster_podman("--runtime", "crun", "run", "--rm", IMAGE,
+                                        "sh", "-c", times)  # fmt: skip
+            assert done.stdout == crun_times.stdout != "", (done.stdout, crun_times.stdout)
             # changes that write no file (a deletion: a whiteout; a writable layer's own mode)
             # and none: what podman sees afterwards is what it sees of the same through crun
             for change, seen in [("rm /bin/ls", "D /bin/ls"), ("chmod 700 /tmp", "C /tmp"),
