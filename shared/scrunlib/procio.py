@@ -40,13 +40,12 @@ def send_console(console_socket: str) -> int:
     return slave
 
 
-# Run before `srun --pty` on a new terminal: wait (0.5 s at most) while the terminal has no
-# size yet, then become srun ("$@"). An engine whose client has a terminal gives its size
-# within 20 ms of the start (podman before it, docker's shim once `start` has returned); one
-# whose client has none (`run -t`, `exec -t` in a script or a CI job) never does, and its
-# container would wait for nothing (2 s each, before).
+# Run before `srun --pty` on a new terminal: wait (2 s at most) while the terminal has no
+# size yet, then become srun ("$@"). An engine whose client has no terminal never sizes it,
+# and its process waits the whole bound; a shorter one (0.5 s) let `podman exec -it` on a
+# loaded 2-core machine start its process before conmon's size came (1 in 6 runs).
 _WHEN_SIZED = (
-    'i=0; while [ "$(stty size 2>/dev/null)" = "0 0" ] && [ $i -lt 25 ]; '
+    'i=0; while [ "$(stty size 2>/dev/null)" = "0 0" ] && [ $i -lt 100 ]; '
     'do i=$((i+1)); sleep 0.02; done; exec "$@"'
 )
 
