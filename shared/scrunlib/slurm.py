@@ -69,6 +69,21 @@ def _read_answer(fd: int) -> tuple[str, bytes]:
         data += chunk
 
 
+def salloc_variables(environment: bytes) -> dict[str, str] | None:
+    """The job's SLURM_* variables from the environment salloc gave the job holder
+    (`env -0`'s NUL-terminated entries): its output variables (SLURM_JOB_ID,
+    SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE, …), as Slurm gives any command of a job.
+    scrun passes salloc no SLURM_* variable but SLURM_CONF (scrunlib.slurm_commands), which
+    is left out: each command gets scrun's own. None when there is no SLURM_JOB_ID (the
+    holder could not say): the caller reads the job's record instead."""
+    env = {}
+    for entry in environment.split(b"\0"):
+        name, equals, value = entry.decode(errors="replace").partition("=")
+        if equals and name.startswith("SLURM_") and name != "SLURM_CONF":
+            env[name] = value
+    return env if env.get("SLURM_JOB_ID", "").isdigit() else None
+
+
 def _cannot_run(program: str, exc: OSError) -> SlurmError:
     return SlurmError(str(processes.CannotRun(program, exc)))
 
@@ -99,13 +114,18 @@ class Allocation:
     container's exit status: COMPLETED 0:0, FAILED 3:0, FAILED 0:9 in Slurm's records."""
 
     def __init__(
-        self, salloc: Child, holder_input: int, job_id: int, nodes: str, environment: bytes
+        self,
+        salloc: Child,
+        holder_input: int,
+        job_id: int,
+        nodes: str,
+        variables: dict[str, str] | None,
     ) -> None:
         self.salloc, self.job_id = salloc, job_id
         self.nodes = nodes  # SLURM_JOB_NODELIST, "" when salloc did not say
-        # what salloc gave its command (`env -0`'s entries; b"" when the holder could not
-        # say): the job's SLURM_* variables, scrunlib.jobenv.salloc_variables
-        self.environment = environment
+        # the job's SLURM_* variables as salloc gave them to its command (salloc_variables);
+        # None when the holder could not say: the job's record has them
+        self.variables = variables
         self._holder_input: int | None = holder_input  # JOB_HOLDER's stdin
 
     def held(self) -> bool:
@@ -174,7 +194,11 @@ class Submission:
             if job_id.isdigit():
                 holder_input, self._holder_input = self._holder_input, -1
                 return Allocation(
-                    self.salloc, holder_input, int(job_id), nodes.strip(), environment
+                    self.salloc,
+                    holder_input,
+                    int(job_id),
+                    nodes.strip(),
+                    salloc_variables(environment),
                 )
             self.salloc.end(REFUSAL_SECONDS)
             text = self.messages()

@@ -245,6 +245,32 @@ def test_the_job_env_is_what_salloc_gave_its_holder(fp, site, bundle, created) -
     assert fp.call_count([site.tool("scontrol"), fp.any()]) == 0
 
 
+def test_a_holder_that_could_not_say_its_env_has_the_job_record_read(
+    fp, site, spool, bundle
+) -> None:
+    """The holder answered its job but no environment (its `env` missing): the job's
+    SLURM_* variables come from its record, read once."""
+    fp.allow_unregistered(True)
+    fp.register([site.tool("srun"), "--version"], stdout="slurm 22.05.8\n")
+    (site.bin / "salloc").write_text(
+        f'#!/bin/sh\necho "{JOB} n1"; echo; exec >/dev/null\n'
+        'read status; echo "$status" > "$0.status"\n'
+    )
+    record = [site.tool("scontrol"), "-o", "show", "job", str(JOB)]
+    fp.register(record, stdout=RUNNING.replace("JobName=scrun", "JobName=from-the-record"))
+    env: dict[str, str] = {}
+    fp.register(step_argv(site, bundle), callback=lambda process: env.update(process.kwargs["env"]))
+    container = Container(creation(site, spool, bundle).create())
+    try:
+        assert container.handle({"op": "start"}) == {"ok": True}
+        assert (env["SLURM_JOB_ID"], env["SLURM_JOB_NAME"]) == (str(JOB), "from-the-record")
+        assert fp.call_count(record) == 1
+    finally:
+        allocation = container.preparation.allocation
+        assert allocation is not None and allocation.variables is None
+        allocation.reap(timeout=0)
+
+
 def test_start_launches_the_step(fp, site, spool, bundle, created) -> None:
     fp.register(step_argv(site, bundle), wait=30)
     assert created.handle({"op": "start"}) == {"ok": True}

@@ -219,19 +219,3 @@ def test_slurm_variables_leaves_out_unset_fields():
 def test_slurm_variables_needs_a_job_id():
     with pytest.raises(SlurmError, match="no JobId"):
         slurm_variables({"JobName": "x"}, "c", "h")
-
-
-def test_salloc_variables_are_its_slurm_ones_but_slurm_conf():
-    environment = b"SLURM_JOB_ID=7\0SLURM_TASKS_PER_NODE=2(x2)\0SLURM_CONF=/etc/slurm.conf\0"
-    environment += b"HOME=/root\0SLURM_JOB_NAME=a=b\nc\0"
-    assert jobenv.salloc_variables(environment) == {
-        "SLURM_JOB_ID": "7",
-        "SLURM_TASKS_PER_NODE": "2(x2)",
-        "SLURM_JOB_NAME": "a=b\nc",
-    }
-
-
-@pytest.mark.parametrize("environment", [b"", b"HOME=/root\0", b"SLURM_JOB_ID=\0"])
-def test_salloc_variables_without_a_job_id_are_none(environment):
-    """The holder could not say (env missing, cut short): the record is read instead."""
-    assert jobenv.salloc_variables(environment) is None

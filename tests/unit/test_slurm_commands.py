@@ -10,7 +10,7 @@ import pytest
 from fake_steps import FakeSteps
 from scrunlib.errors import SlurmError
 from scrunlib.siteconfig import SiteConfig
-from scrunlib.slurm import Slurm
+from scrunlib.slurm import Slurm, salloc_variables
 from scrunlib.slurm_commands import (
     JOB_HOLDER,
     StepCommand,
@@ -474,3 +474,19 @@ def test_an_answer_without_an_environment_still_names_the_job(written, answer):
         assert _read_answer(answer_read) == answer
     finally:
         os.close(answer_read)
+
+
+def test_salloc_variables_are_its_slurm_ones_but_slurm_conf():
+    environment = b"SLURM_JOB_ID=7\0SLURM_TASKS_PER_NODE=2(x2)\0SLURM_CONF=/etc/slurm.conf\0"
+    environment += b"HOME=/root\0SLURM_JOB_NAME=a=b\nc\0"
+    assert salloc_variables(environment) == {
+        "SLURM_JOB_ID": "7",
+        "SLURM_TASKS_PER_NODE": "2(x2)",
+        "SLURM_JOB_NAME": "a=b\nc",
+    }
+
+
+@pytest.mark.parametrize("environment", [b"", b"HOME=/root\0", b"SLURM_JOB_ID=\0"])
+def test_salloc_variables_without_a_job_id_are_none(environment):
+    """The holder could not say (env missing, cut short): the record is read instead."""
+    assert salloc_variables(environment) is None

@@ -47,20 +47,15 @@ REAP_SECONDS = 10.0
 class JobEnvironment:
     """The container's job environment (scrunlib.jobenv): what scrun.lua's hooks, their
     commands and the container's srun run with, for the job of a `preparation`. Its SLURM_*
-    part is what salloc gave the job holder, for a job of our own; for a job we joined (or
-    a holder that could not say), it comes from the job's record (`scontrol show job`),
-    fetched once, when first asked for: before stage-in when there is a scrun.lua, else
-    after `created`, off the path `scrun create` waits for."""
+    part, `slurm_part`, is what salloc gave the job holder, for a job of our own, or comes
+    from the record of a job we joined. When the holder could not say (None), the job's
+    record (`scontrol show job`) is fetched once, when first asked for: before stage-in
+    when there is a scrun.lua, else after `created`, off the path `scrun create` waits for."""
 
     def __init__(
-        self,
-        preparation: Preparation,
-        job_id: int,
-        record: dict[str, str] | None,  # already fetched (a job we joined)
-        salloc_part: dict[str, str] | None,  # salloc's variables (a job of our own)
+        self, preparation: Preparation, job_id: int, slurm_part: dict[str, str] | None
     ) -> None:
-        self.preparation, self.job_id, self._record = preparation, job_id, record
-        self._salloc_part = salloc_part
+        self.preparation, self.job_id, self._slurm_part = preparation, job_id, slurm_part
         self._env: dict[str, str] | None = None
 
     def get(self) -> dict[str, str]:
@@ -68,11 +63,11 @@ class JobEnvironment:
         says the job is not running (any more)."""
         if self._env is None:
             p = self.preparation
-            slurm_part = self._salloc_part
+            slurm_part = self._slurm_part
             if slurm_part is None:
-                record = self._record or p.slurm.job_record(self.job_id)
+                record = p.slurm.job_record(self.job_id)
                 require_running(self.job_id, record)
-                slurm_part = jobenv.slurm_variables(record, cluster_name(p.slurm.slurm_conf))
+                slurm_part = p.recorded_variables(record)
             self._env = jobenv.container_job_env(
                 slurm_part=slurm_part,
                 bundle=p.bundle,
@@ -133,8 +128,12 @@ class Preparation:
         self.clock.start("allocate")
 
     def joined(self, job_id: int, record: dict[str, str]) -> None:
-        """A running job we join (SLURM_JOB_ID): nothing to wait for."""
-        self._granted(job_id, record, None)
+        """A running job we join (SLURM_JOB_ID; `record` says it runs): nothing to wait for."""
+        self._granted(job_id, self.recorded_variables(record))
+
+    def recorded_variables(self, record: dict[str, str]) -> dict[str, str]:
+        """The job's SLURM_* variables from its record (`scontrol show job`)."""
+        return jobenv.slurm_variables(record, cluster_name(self.slurm.slurm_conf))
 
     def require_job(self) -> None:
         """SlurmError naming the job's state when salloc no longer holds our job (Slurm
@@ -169,8 +168,7 @@ class Preparation:
                     self.clock.stop("allocate")
                 self.allocation = allocation
                 self.state.nodes = allocation.nodes or None
-                salloc_part = jobenv.salloc_variables(allocation.environment)
-                self._granted(allocation.job_id, None, salloc_part)
+                self._granted(allocation.job_id, allocation.variables)
             elif self.life.phase == Phase.STAGING and self._worker is not None:
                 worker, self._worker = self._worker, None
                 worker.join()
@@ -185,12 +183,10 @@ class Preparation:
             log.error(f"unexpected failure while preparing: {exc!r}")
             self._fail(ScrunError(f"internal error while preparing the container: {exc}"))
 
-    def _granted(
-        self, job_id: int, record: dict[str, str] | None, salloc_part: dict[str, str] | None
-    ) -> None:
+    def _granted(self, job_id: int, slurm_part: dict[str, str] | None) -> None:
         self.state.job_id = job_id
         self.state.job_state, self.state.job_reason = "RUNNING", None
-        self.job_env = JobEnvironment(self, job_id, record, salloc_part)
+        self.job_env = JobEnvironment(self, job_id, slurm_part)
         self.life.transition(Event.GRANTED)
         if self.stager is None:
             self._ready()

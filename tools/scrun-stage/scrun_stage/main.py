@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> Report:
     salloc_part = None
     if job_id is None:
         allocation = slurm.allocate("scrun-stage", container_id, args.salloc_arg)
-        job_id, salloc_part = allocation.job_id, jobenv.salloc_variables(allocation.environment)
+        job_id, salloc_part = allocation.job_id, allocation.variables
     try:
         container_spool = spool.Spool(args.root or spool.default_root(os.environ), container_id)
         job_env, job_env_source = job_env_and_source(
