@@ -138,6 +138,8 @@ def parse(path: str, config: Any, config_file: str | None = None) -> Bundle:
     if not cwd.startswith("/"):
         raise InvalidInput("config.json: process.cwd must be an absolute path")
     terminal = _expect(process.get("terminal", False), bool, "process.terminal", "a boolean")
+    if "user" in process:
+        _check_user(process["user"])
     _check_mounts(config.get("mounts", []))
     annotations = _expect(config.get("annotations", {}), dict, "annotations", "an object")
     if not all(isinstance(value, str) for value in annotations.values()):
@@ -157,6 +159,26 @@ def parse(path: str, config: Any, config_file: str | None = None) -> Bundle:
         oci_version=version,
         annotations=dict(annotations),
     )
+
+
+# The runtime-spec's uid_t, gid_t and umask: unsigned 32-bit.
+_ID_LIMIT = 1 << 32
+
+
+def _check_user(user: Any) -> None:
+    """process.user's numbers are unsigned 32-bit integers (uid, gid, umask, additionalGids),
+    as the runtime on the node reads them: a -1 there failed only after the job was granted
+    and staged."""
+    _expect(user, dict, "process.user", "an object")
+    ids = [(f"process.user.{key}", user[key]) for key in ("uid", "gid", "umask") if key in user]
+    additional = _expect(
+        user.get("additionalGids", []), list, "process.user.additionalGids", "a list of ids"
+    )
+    ids += [(f"process.user.additionalGids[{n}]", gid) for n, gid in enumerate(additional)]
+    for where, number in ids:
+        _expect(number, int, where, f"an integer from 0 to {_ID_LIMIT - 1}")
+        if not 0 <= number < _ID_LIMIT:
+            raise InvalidInput(f"config.json: {where} must be an integer from 0 to {_ID_LIMIT - 1}")
 
 
 def _check_mounts(mounts: Any) -> None:

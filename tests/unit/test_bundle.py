@@ -38,6 +38,14 @@ def test_good_bundle(tmp_path):
         (lambda c: c["process"].update(env=[1]), "process.env"),
         (lambda c: c["process"].update(terminal="yes"), "process.terminal"),
         (lambda c: c["root"].update(path=5), "root.path"),
+        (lambda c: c["process"].update(user=[0]), "process.user must be an object"),
+        (lambda c: c["process"].update(user={"uid": -1, "gid": 0}), "process.user.uid must be"),
+        (lambda c: c["process"].update(user={"uid": 0, "gid": 1 << 32}), "process.user.gid"),
+        (lambda c: c["process"].update(user={"uid": 1.5, "gid": 0}), "process.user.uid"),
+        (lambda c: c["process"].update(user={"uid": True}), "process.user.uid"),
+        (lambda c: c["process"].update(user={"umask": "022"}), "process.user.umask"),
+        (lambda c: c["process"].update(user={"additionalGids": 5}), "additionalGids must be a"),
+        (lambda c: c["process"].update(user={"additionalGids": [1, -3]}), "additionalGids[1]"),
         (lambda c: c.pop("root"), "root"),
         (lambda c: c.update(annotations=[]), "annotations"),
         (lambda c: c.update(annotations={"k": 1}), "annotations"),
@@ -55,6 +63,13 @@ def test_wrong_types_are_rejected(tmp_path, mutate, message):
     mutate(config)
     with pytest.raises(InvalidInput, match=re.escape(message)):
         bundles.load(write(tmp_path, config))
+
+
+def test_a_well_formed_user_passes(tmp_path):
+    user = {"uid": 4294967295, "gid": 0, "umask": 18, "additionalGids": [5, 27], "x": "y"}
+    config = json.loads(json.dumps(GOOD))
+    config["process"]["user"] = user
+    assert bundles.load(write(tmp_path, config)).config["process"]["user"] == user
 
 
 def test_well_formed_mounts_pass(tmp_path):
