@@ -175,10 +175,10 @@ def _check_user(user: Any) -> None:
         user.get("additionalGids", []), list, "process.user.additionalGids", "a list of ids"
     )
     ids += [(f"process.user.additionalGids[{n}]", gid) for n, gid in enumerate(additional)]
+    what = f"an integer from 0 to {_ID_LIMIT - 1}"
     for where, number in ids:
-        _expect(number, int, where, f"an integer from 0 to {_ID_LIMIT - 1}")
-        if not 0 <= number < _ID_LIMIT:
-            raise InvalidInput(f"config.json: {where} must be an integer from 0 to {_ID_LIMIT - 1}")
+        if not 0 <= _expect(number, int, where, what) < _ID_LIMIT:
+            raise InvalidInput(f"config.json: {where} must be {what}")
 
 
 def _check_mounts(mounts: Any) -> None:
