@@ -407,6 +407,27 @@ class Frozen:
             os.rmdir(self.cgroup)
 
 
+def stopped_process():
+    """A `sleep 60` in state T. Until it has stopped, a SIGTERM sent to it would be taken
+    before the pending SIGSTOP (the lower number goes first) and end it: -15, not -9."""
+    import signal
+    import subprocess
+    import time
+
+    process = subprocess.Popen(["sleep", "60"])
+    os.kill(process.pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while stat_state(process.pid) != "T":
+        assert time.monotonic() < deadline, "sleep 60 did not stop"
+        time.sleep(0.01)
+    return process
+
+
+def stat_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
+
+
 def stuck_container(root, tmp_path, anchor_pid: int, delete_timeout: float):
     """A running container whose anchor is `anchor_pid`, job 5, and a fake scancel."""
     from scrunlib.spool import Spool
@@ -466,12 +487,9 @@ def test_delete_of_a_frozen_anchor_ends_its_job_within_the_bound(root, tmp_path,
 def test_delete_kills_a_stopped_anchor_after_delete_timeout(root, tmp_path, capsys):
     """A stopped anchor (state T) would be waited for lua_timeout + 2 step_grace + 30 s;
     after delete_timeout it gets SIGKILL, which ends it, and the delete completes."""
-    import signal
-    import subprocess
     import time
 
-    anchor = subprocess.Popen(["sleep", "60"])
-    os.kill(anchor.pid, signal.SIGSTOP)
+    anchor = stopped_process()
     spool = stuck_container(root, tmp_path, anchor.pid, delete_timeout=0.5)
     started = time.monotonic()
     assert main(["delete", "--force", "stuck"]) == 0
@@ -484,13 +502,10 @@ def test_delete_kills_a_stopped_anchor_after_delete_timeout(root, tmp_path, caps
 def test_kill_signals_the_step_itself_when_the_anchor_cannot_act(root, tmp_path, capsys):
     """The anchor is stopped: its socket takes the connection but nobody answers. After
     delete_timeout, kill finds the step as the anchor would and signals it with scancel."""
-    import signal
     import socket
-    import subprocess
     import time
 
-    anchor = subprocess.Popen(["sleep", "60"])
-    os.kill(anchor.pid, signal.SIGSTOP)
+    anchor = stopped_process()
     try:
         spool = stuck_container(root, tmp_path, anchor.pid, delete_timeout=0.5)
         (tmp_path / "bin" / "squeue").write_text('#!/bin/sh\necho "5.0 scrun"; echo "5.1 x"\n')
