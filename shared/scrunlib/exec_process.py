@@ -33,8 +33,9 @@ runs under CONSOLE_RELAY, a small stdlib program of python3 on the node. It list
 that socket, takes the pty master the runtime sends, puts the step's own terminal (`srun
 --pty`, the node's pty) in raw mode and copies between the two, and passes each resize
 slurmstepd applies to the step's terminal (SIGWINCH) on to the container's: the runtime's
-own relay (`crun exec --tty` without a socket) passes none on. The runtime sizes the
-container's pty from its stdin, the step's terminal, before the process starts. A node
+own relay (`crun exec --tty` without a socket) passes none on. crun sizes the container's
+pty from its stdin, the step's terminal, in its parent while the process starts: a process
+that reads its size first thing may find none, as under podman with crun alone. A node
 without python3 gets the step's terminal itself, as fds 0-2 (isatty, stty and /dev/tty
 work; `tty` cannot name a device of the node's /dev/pts).
 """
