@@ -186,9 +186,11 @@ def session_on_terminal(
 
 # In the container under `exec -it`: its terminal's size and `ready`, then (once a line is
 # typed) the size after the window changed to 40x120, waited for (the change travels engine
-# → conmon or shim → our pty → srun → slurmstepd's pty) at most 10 s.
+# → conmon or shim → our pty → srun → slurmstepd's pty) at most 10 s. The first size is read
+# half a second in: crun's exec sizes the container's pty while the process starts, and a
+# `stty size` first thing may find none, with crun alone as through scrun.
 TERMINAL_PROGRAM = (
-    "[ -t 0 ] && echo terminal; stty size; echo ready; read x; i=0; "
+    "[ -t 0 ] && echo terminal; sleep 0.5; stty size; echo ready; read x; i=0; "
     'while [ "$(stty size)" != "40 120" ] && [ $i -lt 100 ]; do i=$((i+1)); sleep 0.1; done; '
     "echo got $x; stty size; exit 5"
 )
