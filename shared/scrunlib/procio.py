@@ -42,8 +42,9 @@ def send_console(console_socket: str) -> int:
 
 # Run before `srun --pty` on a new terminal: wait (2 s at most) while the terminal has no
 # size yet, then become srun ("$@"). An engine whose client has no terminal never sizes it,
-# and its process waits the whole bound; a shorter one (0.5 s) let `podman exec -it` on a
-# loaded 2-core machine start its process before conmon's size came (1 in 6 runs).
+# and its process waits the whole bound. podman's size is there at once (0 turns in 12
+# `podman exec -it` under load); a process that finds no size in the container despite it
+# met crun's own race (exec_process's docstring), not this bound.
 _WHEN_SIZED = (
     'i=0; while [ "$(stty size 2>/dev/null)" = "0 0" ] && [ $i -lt 100 ]; '
     'do i=$((i+1)); sleep 0.02; done; exec "$@"'

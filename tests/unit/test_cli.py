@@ -414,18 +414,15 @@ def stopped_process():
     import subprocess
     import time
 
+    from scrunlib.state import process_stuck
+
     process = subprocess.Popen(["sleep", "60"])
     os.kill(process.pid, signal.SIGSTOP)
     deadline = time.monotonic() + 10
-    while stat_state(process.pid) != "T":
+    while process_stuck(process.pid) != "T":
         assert time.monotonic() < deadline, "sleep 60 did not stop"
         time.sleep(0.01)
     return process
-
-
-def stat_state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0]
 
 
 def stuck_container(root, tmp_path, anchor_pid: int, delete_timeout: float):
