@@ -148,10 +148,9 @@ def test_kill_of_a_stopped_container_whose_anchor_is_exiting_succeeds(site, tmp_
 
 
 def ended_pid() -> int:
-    """The pid of a process that has ended (and been reaped)."""
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0)
+    """The pid of a process that has ended (and been reaped). (Spawned, not forked: pytest's
+    process may have threads by now; not through subprocess, which pytest-subprocess fakes.)"""
+    pid = os.posix_spawn("/bin/true", ["true"], {})
     os.waitpid(pid, 0)
     return pid
 
