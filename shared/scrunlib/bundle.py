@@ -141,6 +141,7 @@ def parse(path: str, config: Any, config_file: str | None = None) -> Bundle:
     if "user" in process:
         _check_user(process["user"])
     _check_mounts(config.get("mounts", []))
+    _check_namespaces(config.get("linux"))
     annotations = _expect(config.get("annotations", {}), dict, "annotations", "an object")
     if not all(isinstance(value, str) for value in annotations.values()):
         raise InvalidInput("config.json: annotations values must be strings")
@@ -199,6 +200,40 @@ def _check_mounts(mounts: Any) -> None:
         options = _expect(mount.get("options", []), list, f"{where}.options", "a list of strings")
         for number, option in enumerate(options):
             _expect_text(option, f"{where}.options[{number}]")
+
+
+# Where podman keeps the network namespaces it makes (its bridge and pasta networks): one
+# file per container, `netns-<uuid>`, under /run/netns (root) or $XDG_RUNTIME_DIR/netns.
+PODMAN_NETNS_PREFIX = "netns-"
+
+
+def _check_namespaces(linux: Any) -> None:
+    """A namespace with a `path` is one to join, and such paths name this host's: another
+    process's (`/proc/<pid>/ns/...`: a pod's, `--network container:...`, `--ipc
+    container:...`) or the network podman set up here (its bridge or pasta). On a compute
+    node the first is missing or, worse, some other process's, and the second does not
+    exist: the step would fail after the job was granted and staged, or join the wrong
+    namespace. Other paths (a namespace a site keeps on every node) are left to the node's
+    runtime, as are malformed entries."""
+    if not isinstance(linux, dict) or not isinstance(linux.get("namespaces"), list):
+        return
+    for index, entry in enumerate(linux["namespaces"]):
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+            continue
+        kind, path = entry.get("type"), entry["path"]
+        where = f"config.json: linux.namespaces[{index}]"
+        if path.startswith("/proc/"):
+            raise InvalidInput(
+                f"{where} joins the {kind} namespace of another process on this host ({path}:"
+                " a pod's, or --network/--ipc/--pid container:...); each container is a Slurm"
+                " job of its own on a compute node and cannot share another's"
+            )
+        if kind == "network" and os.path.basename(path).startswith(PODMAN_NETNS_PREFIX):
+            raise InvalidInput(
+                f"{where} is podman's network namespace {path}, which only this host has:"
+                " Slurm jobs have no container networks; run with --network host"
+                ' (containers.conf: netns = "host") or --network none'
+            )
 
 
 # Slurm 22.05 forces process.terminal=false, so under `srun --pty` the container's stdio is

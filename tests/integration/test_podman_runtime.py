@@ -344,6 +344,23 @@ def test_bad_scrun_variable_fails_create(podman: Podman, no_leftovers: Callable[
     no_leftovers()
 
 
+def test_joining_another_containers_namespace_fails_create(
+    cluster: Cluster, podman: Podman, container_name: str, no_leftovers: Callable[..., None]
+) -> None:
+    """`--network container:X` names X's anchor's namespace on the login host, which no
+    compute node has: create refuses it in one line, before any job is asked for."""
+    started = podman.scrun("run", "-d", "--name", container_name, IMAGE, "sleep", "300")
+    assert started.returncode == 0, started.stderr
+    jobs = job_ids_in_squeue(cluster)
+    done = podman.scrun("run", "--rm", "--network", f"container:{container_name}", IMAGE, "true")
+    assert done.returncode == 126, (done.stdout, done.stderr)
+    assert "joins the network namespace of another process on this host" in done.stderr
+    assert job_ids_in_squeue(cluster) == jobs
+    removed = podman.scrun("rm", "-f", "-t", "0", container_name)
+    assert removed.returncode == 0, removed.stderr
+    no_leftovers()
+
+
 def test_refused_allocation_fails_create(podman: Podman, no_leftovers: Callable[..., None]) -> None:
     done = podman.scrun("run", "--rm", "-e", "SCRUN_PARTITION=nope", IMAGE, "true")
     assert done.returncode == 126, (done.stdout, done.stderr)

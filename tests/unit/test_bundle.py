@@ -309,3 +309,35 @@ def test_text_no_file_or_command_can_hold_is_refused(change, where):
     config = {"root": {"path": "rootfs"}, "process": {"args": ["sh"]}, **change}
     with pytest.raises(InvalidInput, match=re.escape(where)):
         bundles.parse("/b", config)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"type": "network", "path": "/proc/4242/ns/net"}, "network namespace of another process"),
+        ({"type": "ipc", "path": "/proc/4242/ns/ipc"}, "(/proc/4242/ns/ipc: a pod's"),
+        ({"type": "network", "path": "/run/netns/netns-5e1f"}, "podman's network namespace"),
+        ({"type": "network", "path": "/run/user/1001/netns/netns-9a"}, "--network host"),
+    ],
+)
+def test_a_namespace_of_this_host_is_refused(tmp_path, entry, message):
+    """Joining a pod's or another container's namespace, or podman's own network: none of
+    them is on the compute node that runs the container."""
+    config = {**GOOD, "linux": {"namespaces": [{"type": "pid"}, entry]}}
+    with pytest.raises(InvalidInput, match=re.escape(message)) as caught:
+        bundles.load(write(tmp_path, config))
+    assert str(caught.value).startswith("config.json: linux.namespaces[1] ")
+
+
+def test_new_namespaces_and_a_sites_own_path_pass(tmp_path):
+    """Namespaces the node's runtime makes, one a site keeps at the same path on every node,
+    and malformed entries (the node's runtime refuses those) are left as they are."""
+    namespaces = [
+        {"type": "network"},
+        {"type": "mount", "path": ""},
+        {"type": "network", "path": "/var/run/netns/hpc"},
+        {"type": "user", "path": 5},
+        "uts",
+    ]
+    config = {**GOOD, "linux": {"namespaces": namespaces}}
+    assert bundles.load(write(tmp_path, config)).config["linux"]["namespaces"] == namespaces
