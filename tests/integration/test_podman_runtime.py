@@ -91,6 +91,22 @@ def test_job_and_step_carry_the_container_id(
     assert podman.scrun("rm", "-f", "-t", "0", container_name).returncode == 0
 
 
+def test_the_engines_memory_and_cpus_size_the_job(
+    cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
+) -> None:
+    """`--memory` and `--cpus`, which the node's runtime under Slurm's cgroups would drop,
+    are what the job asks for: Slurm holds the container to them."""
+    script = "echo $SLURM_JOB_ID; nproc"
+    done = podman.scrun(
+        "run", "--rm", "--memory", "96m", "--cpus", "1.5", IMAGE, "sh", "-c", script
+    )
+    assert done.returncode == 0, done.stderr
+    job_id, cpus = done.stdout.split()
+    job = cluster.run(["scontrol", "-o", "show", "job", job_id]).stdout
+    assert "MinMemoryNode=96M" in job.split() and "CPUs/Task=2" in job.split(), job
+    assert cpus == "2"  # task/affinity binds the step to the job's CPUs
+
+
 # ----------------------------------------------------------------------------- exit codes
 
 

@@ -13,7 +13,7 @@ import os
 import time
 
 from scrunlib import bundle as bundles
-from scrunlib import engine_gpus
+from scrunlib import engine_gpus, engine_resources
 from scrunlib.errors import InvalidInput, ScrunError
 from scrunlib.launch import Launch, anchor_logging, read_report
 from scrunlib.options import Opt, one_id, parse, usage_text
@@ -90,6 +90,8 @@ def create_container(
             )
     # refused before anything is made; a request becomes the config that runs
     engine_config = engine_gpus.engine_request(bundle, os.environ)
+    sized = engine_resources.engine_request(engine_config or bundle.config, os.environ)
+    engine_config = sized or engine_config
     spool.create()
     read_end, write_end = os.pipe()  # the anchor's report
     try:
