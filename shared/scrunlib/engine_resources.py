@@ -15,8 +15,8 @@ and users who size jobs the Slurm way keep doing so, and the engine's limit is t
 out. Other resources (`--cpuset-cpus` names one host's CPUs, `--pids-limit`, podman's default
 pids limit, shares, swap) are not Slurm's to give and are left as they are.
 
-Only scrun's own modules: `create` imports this, and a config without these limits costs
-a few dictionary lookups.
+Only scrun's own modules: `create` imports this, and a config without these limits costs a
+few dictionary lookups; job_options (the anchor imports it anyway) comes in only with one.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 MEMORY_REQUEST = "SCRUN_MEM_PER_NODE"
 CPU_REQUEST = "SCRUN_CPUS_PER_TASK"
 # What sizes the job's memory or CPUs the Slurm way: any of them set, the engine's goes.
-MEMORY_VARIABLES = ("SCRUN_MEM_PER_NODE", "SCRUN_MEM_PER_CPU", "SCRUN_MEM_PER_GPU")
-CPU_VARIABLES = ("SCRUN_CPUS_PER_TASK", "SCRUN_CPUS_PER_GPU")
+MEMORY_VARIABLES = (MEMORY_REQUEST, "SCRUN_MEM_PER_CPU", "SCRUN_MEM_PER_GPU")
+CPU_VARIABLES = (CPU_REQUEST, "SCRUN_CPUS_PER_GPU")
 MIB = 1 << 20
 
 
@@ -44,9 +44,12 @@ def engine_request(config: dict[str, Any], caller_env: Mapping[str, str]) -> dic
     memory = _positive(_field(resources, "memory").get("limit"))
     cpu = _field(resources, "cpu")
     quota, period = _positive(cpu.get("quota")), _positive(cpu.get("period")) or 100_000
+    if not memory and not quota:
+        return None
+    from scrunlib.job_options import merge_environment
+
     env: list[str] = list(config["process"].get("env", []))
-    given = dict(caller_env)
-    given.update(entry.partition("=")[::2] for entry in env)  # the container's win
+    given = merge_environment(caller_env, env)  # scrun's view: the container's win
     added = []
     if memory:
         added += _request(MEMORY_REQUEST, f"{-(-memory // MIB)}M", MEMORY_VARIABLES, given)
