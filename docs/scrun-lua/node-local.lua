@@ -129,8 +129,9 @@ end
 -- user's ids mapped (unshare --map-auto: util-linux 2.38 and newuidmap, which rootless crun
 -- needs too) where it can: crun made some of the copy as the container's other ids (the
 -- mount points of a --userns=keep-id container belong to a subordinate id of the user's).
+-- Root runs it as it is: its own ids may not map a container's (podman's --userns=auto).
 local function with_user_ids(command)
-	return "if unshare --map-auto --map-root-user true 2>/dev/null; then exec unshare --map-auto --map-root-user -- /bin/sh -c "
+	return "if [ \"$(id -u)\" != 0 ] && unshare --map-auto --map-root-user true 2>/dev/null; then exec unshare --map-auto --map-root-user -- /bin/sh -c "
 		.. quote(command) .. "; fi\n" .. command
 end
 
@@ -764,6 +765,57 @@ fi
 ]]
 end
 
+-- The host uid and gid ("UID:GID") that `config` maps the container's root to, when root's
+-- engine maps it to another (podman's --uidmap or --userns=auto, docker's userns-remap):
+-- crun, run as root on the node, then sets the container up in a user namespace as that
+-- uid, which must reach the container's staged files. nil for a container run as root.
+local function mapped_root(config)
+	local function host_id(mappings)
+		for _, mapping in ipairs(mappings or {}) do
+			local inside, outside, size = mapping["containerID"], mapping["hostID"], mapping["size"]
+			if type(inside) == "number" and type(outside) == "number" and type(size) == "number"
+				and inside <= 0 and 0 < inside + size then
+				return outside - inside
+			end
+		end
+		return 0
+	end
+	local linux = config["linux"] or {}
+	local uid, gid = host_id(linux["uidMappings"]), host_id(linux["gidMappings"])
+	if uid == 0 and gid == 0 then
+		return nil
+	end
+	return string.format("%d:%d", uid, gid)
+end
+
+-- A shell command that lets `owner` ("UID:GID", from mapped_root; nil: nothing to do) reach
+-- the container staged in `dir`, whose image's cache entry, if any, is in `cache`: the
+-- directories `passable` and `cache` (the user's, on the way there) become passable (mode
+-- 0711: no one else can list them), and the directories that staging made for this
+-- container, and its image's cache entry, become `owner`'s (mode 0700: no one else can
+-- enter them), as the engine's own storage does.
+local function hand_over_command(dir, owner, cache, passable)
+	if owner == nil then
+		return ""
+	end
+	local words = ""
+	for _, path in ipairs(passable) do
+		words = words .. " " .. quote(path)
+	end
+	return "\ndir=" .. quote(dir) .. " owner=" .. quote(owner) .. " cache=" .. quote(cache) .. "\nset --" .. words .. "\n" .. [[
+if [ -e "$dir/cache-entry" ]; then
+	read -r entry <"$dir/cache-entry" && chown -- "$owner" "$cache/${entry##*/}" || exit 1
+	set -- "$@" "$cache"
+fi
+chmod 711 -- "$@" || exit 1
+set -- "$dir"
+for d in "$dir/upper" "$dir/work" "$dir"/work/* "$dir/mounts"; do
+	[ ! -d "$d" ] || [ -L "$d" ] || set -- "$@" "$d"
+done
+chown -- "$owner" "$@" || exit 1
+]]
+end
+
 -- The one shell command of stage-in on the login host (each process it saves is a few ms
 -- of every container's start): `dir` made safely (private_dir_command), the root
 -- filesystem `rootfs` copied to `dir`/rootfs, the bind mounts `mounts` carried to their
@@ -843,8 +895,9 @@ mine() { case $keep in *ownership) "$@" ;; *) unshare --map-root-user -- "$@" ;;
 -- A node's shell command that copies the carried bundle `carry` to `here`, made safely
 -- (private_dir_command), after the image's cache entry `entry` when there is one
 -- (node_cache_in), both copies `mine`. The copy is new there: the marks of the root
--- filesystem and of each bind mount's copy are touched again after it.
-local function node_copy_command(carry, here, entry, user_id)
+-- filesystem and of each bind mount's copy are touched again after it. Then the copy is
+-- handed over to `owner`, a root's container's mapped root (hand_over_command).
+local function node_copy_command(carry, here, entry, user_id, owner)
 	local modes = ""
 	if entry ~= nil then  -- what overlays_changed compares with, as this node copied them
 		modes = " && (cd " .. quote(here) .. " && " .. modes_command .. " >upper.modes)"
@@ -852,7 +905,8 @@ local function node_copy_command(carry, here, entry, user_id)
 	return private_dir_command(node_local, here, true) .. "\n" .. keep_command .. mine_command .. node_cache_in(entry, here, user_id)
 		.. "mine " .. copy_command .. " " .. quote(carry .. "/.") .. " " .. quote(here .. "/") .. modes
 		.. " && set -- " .. quote(here .. "/mounts") .. "/*.since && { [ -e \"$1\" ] || set --; }"
-		.. " && touch -- " .. quote(here .. "/rootfs.since") .. " \"$@\""
+		.. " && touch -- " .. quote(here .. "/rootfs.since") .. " \"$@\" || exit 1"
+		.. hand_over_command(here, owner, node_cache_path(user_id), { string.match(here, "^(.*)/") })
 end
 
 -- A shell command (a subshell) that writes, beside each bind mount's copy in `mounts`,
@@ -993,7 +1047,11 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	end
 	file:write(slurm.to_json(config))
 	file:close()
-	if not run_on_nodes("copying the container", node_copy_command(carry, here, entry, user_id), node_local .. " on a node") then
+	local owner = nil
+	if user_id == 0 then
+		owner = mapped_root(config)
+	end
+	if not run_on_nodes("copying the container", node_copy_command(carry, here, entry, user_id, owner), node_local .. " on a node") then
 		return slurm.ERROR
 	end
 	slurm.set_bundle_path(here)
@@ -1009,7 +1067,8 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		-- (on the nodes too, where the copy may have stopped half way: best effort, as a job
 		-- that has already ended runs no step)
 		local here = node_path(id, user_id)
-		local _ = slurm.remote_command("(" .. private_dir_command(node_local, here, false) .. ") && "
+		-- (the copy itself may be a mapped root's, hand_over_command: its directory is checked)
+		local _ = slurm.remote_command("(" .. private_dir_command(node_local, string.match(here, "^(.*)/"), false) .. ") && "
 			.. with_user_ids("rm -rf -- " .. quote(here) .. "; rm -f -- " .. quote(node_cache_path(user_id)) .. "/*/users/" .. quote(id)))
 		-- (exit 1 or 3: not the user's, or not there; nothing to remove)
 		local rc, output = slurm.allocator_command(private_dir_command(scratch, carry, false)

@@ -723,14 +723,66 @@ fi
 ]]
 end
 
+-- The host uid and gid ("UID:GID") that `config` maps the container's root to, when root's
+-- engine maps it to another (podman's --uidmap or --userns=auto, docker's userns-remap):
+-- crun, run as root on the node, then sets the container up in a user namespace as that
+-- uid, which must reach the container's staged files. nil for a container run as root.
+local function mapped_root(config)
+	local function host_id(mappings)
+		for _, mapping in ipairs(mappings or {}) do
+			local inside, outside, size = mapping["containerID"], mapping["hostID"], mapping["size"]
+			if type(inside) == "number" and type(outside) == "number" and type(size) == "number"
+				and inside <= 0 and 0 < inside + size then
+				return outside - inside
+			end
+		end
+		return 0
+	end
+	local linux = config["linux"] or {}
+	local uid, gid = host_id(linux["uidMappings"]), host_id(linux["gidMappings"])
+	if uid == 0 and gid == 0 then
+		return nil
+	end
+	return string.format("%d:%d", uid, gid)
+end
+
+-- A shell command that lets `owner` ("UID:GID", from mapped_root; nil: nothing to do) reach
+-- the container staged in `dir`, whose image's cache entry, if any, is in `cache`: the
+-- directories `passable` and `cache` (the user's, on the way there) become passable (mode
+-- 0711: no one else can list them), and the directories that staging made for this
+-- container, and its image's cache entry, become `owner`'s (mode 0700: no one else can
+-- enter them), as the engine's own storage does.
+local function hand_over_command(dir, owner, cache, passable)
+	if owner == nil then
+		return ""
+	end
+	local words = ""
+	for _, path in ipairs(passable) do
+		words = words .. " " .. quote(path)
+	end
+	return "\ndir=" .. quote(dir) .. " owner=" .. quote(owner) .. " cache=" .. quote(cache) .. "\nset --" .. words .. "\n" .. [[
+if [ -e "$dir/cache-entry" ]; then
+	read -r entry <"$dir/cache-entry" && chown -- "$owner" "$cache/${entry##*/}" || exit 1
+	set -- "$@" "$cache"
+fi
+chmod 711 -- "$@" || exit 1
+set -- "$dir"
+for d in "$dir/upper" "$dir/work" "$dir"/work/* "$dir/mounts"; do
+	[ ! -d "$d" ] || [ -L "$d" ] || set -- "$@" "$d"
+done
+chown -- "$owner" "$@" || exit 1
+]]
+end
+
 -- The one shell command of stage-in on the login host (each process it saves is a few ms
 -- of every container's start): `dir` made safely (private_dir_command), the root
 -- filesystem `rootfs` copied to `dir`/rootfs, the bind mounts `mounts` carried to their
 -- copies (carry_in_command), and the marks touched. With `cache` (the user's image cache),
 -- the root filesystem goes through it (cache_in_command) where the scratch allows,
 -- `points` (mount_points_command) makes the mount points it lacks, and what
--- overlays_changed compares with is listed then.
-local function stage_command(rootfs, dir, mounts, cache, points)
+-- overlays_changed compares with is listed then. Last, `dir` is handed over to `owner`, a
+-- root's container's mapped root (hand_over_command).
+local function stage_command(rootfs, dir, mounts, cache, points, owner)
 	local mkdir = ""
 	if #mounts > 0 then
 		mkdir = "mkdir -m 700 -- " .. quote(dir .. "/mounts") .. " || exit 1\n"
@@ -738,6 +790,7 @@ local function stage_command(rootfs, dir, mounts, cache, points)
 	local modes = "[ ! -e " .. quote(dir .. "/cache-entry") .. " ] || (cd " .. quote(dir) .. " && " .. modes_command .. " >upper.modes) || exit 1\n"
 	return private_dir_command(scratch, dir, true) .. "\n" .. keep_command .. try_command .. root_command(rootfs, dir, cache)
 		.. points .. modes .. mkdir .. carry_in_command(mounts, carry_limit_mib * 1024, dir .. "/rootfs.since")
+		.. hand_over_command(dir, owner, cache or "", { string.match(dir, "^(.*)/[^/]*/[^/]*$"), string.match(dir, "^(.*)/") })
 end
 
 -- A shell command (a subshell) that writes, beside each bind mount's copy in `mounts`,
@@ -827,7 +880,11 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	if image_cache then
 		cache = cache_path(user_id)
 	end
-	if not run("staging into " .. staged, stage_command(rootfs, staged, mounts, cache, points), "the scratch " .. scratch) then
+	local owner = nil
+	if user_id == 0 then
+		owner = mapped_root(config)
+	end
+	if not run("staging into " .. staged, stage_command(rootfs, staged, mounts, cache, points, owner), "the scratch " .. scratch) then
 		return slurm.ERROR
 	end
 	local entry = read_lines(staged .. "/cache-entry")[1]
@@ -868,8 +925,9 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 	local staged = staged_path(id, user_id)
 	if bundle == orig_bundle then
 		-- stage-in did not finish: nothing ran, nothing goes back; remove what it made
-		-- (exit 1 or 3: not the user's, or not there; nothing to remove)
-		local rc, output = slurm.allocator_command(private_dir_command(scratch, staged, false)
+		-- (exit 1 or 3: not the user's, or not there; nothing to remove; the directory
+		-- itself may be a mapped root's, hand_over_command)
+		local rc, output = slurm.allocator_command(private_dir_command(scratch, string.match(staged, "^(.*)/"), false)
 			.. "\nrm -rf -- " .. quote(staged) .. " && rm -f -- " .. quote(cache_path(user_id)) .. "/*/users/" .. quote(id) .. " || exit 4")
 		if rc == 4 then
 			slurm.log_error("removing the staged copy failed: %s", string.sub(output, 1, 300))

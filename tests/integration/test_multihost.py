@@ -387,6 +387,68 @@ def test_every_rootless_user_namespace_mode_runs_as_the_user(
         assert_users_clean(person)
 
 
+MAPPED_ROOT = 100000  # the host uid of the container's root under --uidmap 0:100000:65536
+
+
+@pytest.mark.parametrize("cache", ["cached", "whole"])
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_roots_container_mapped_to_other_ids_runs_and_its_writes_come_back(
+    script: str,
+    cache: str,
+    pair: tuple[User, User],
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    private_staging: tuple[Path, str],
+    no_leftovers: Callable[..., None],
+) -> None:
+    """Root's podman with `--uidmap` (as `--userns=auto`, or dockerd's userns-remap): crun,
+    run as root on the node, sets the container up as its mapped root, which must reach
+    what is staged in root's private directories. It runs; what it writes to its root and
+    to a bind mount comes back, as through crun; the staging directories stay unlistable
+    by other users and the container's own is its mapped root's alone; nothing stays."""
+    scratch, node_local = private_staging
+    text = with_private_staging(script, private_staging, 3)
+    if cache == "whole":
+        text = text.replace("local image_cache = true\n", "local image_cache = false\n")
+    site = site_runtime(text)
+    mapping = [f"--{kind}map=0:{MAPPED_ROOT}:65536" for kind in ("uid", "gid")]
+    out = Path(f"/var/tmp/scrun-mapped-{uuid.uuid4().hex[:10]}")
+    name = f"scrun-mapped-{uuid.uuid4().hex[:10]}"
+    out.mkdir()
+    os.chown(out, MAPPED_ROOT, MAPPED_ROOT)
+    try:
+        program = "echo z > /z && rm /bin/ls && echo y > /out/f && id -u && exec sleep 60"
+        done = site.podman("run", "-d", "--name", name, *mapping, "-v", f"{out}:/out",
+                           IMAGE, "sh", "-c", program)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        container_id = done.stdout.strip()
+        mine = scratch / str(os.getuid())
+        if script == "shared-scratch":
+            staged = [mine / "scrun" / container_id]
+        else:
+            node_dirs = [root / node_local.lstrip("/") for root in node_roots(cluster.env).values()]
+            staged = [d / f"scrun-{os.getuid()}" / container_id for d in node_dirs]
+        here = wait_for("its staged copy", lambda: next((p for p in staged if p.is_dir()), None))
+        assert (here.stat().st_uid, here.stat().st_mode & 0o777) == (MAPPED_ROOT, 0o700)
+        for directory in (mine, mine / "scrun", here.parent):
+            assert directory.stat().st_mode & 0o777 in (0o700, 0o711), directory
+        # (another user cannot see a node's directories from here at all)
+        for path in [mine / "scrun", *([here] if script == "shared-scratch" else [])]:
+            other = pair[0].sh(f"ls {shlex.quote(str(path))}")
+            assert other.returncode != 0 and "Permission denied" in other.stderr, other
+        # written, as its root (the mapped root is root inside): stopped while it sleeps
+        wait_for("its writes", lambda: site.podman("logs", name).stdout == "0\n")
+        stopped = site.podman("stop", "-t", "0", name)
+        assert stopped.returncode == 0, stopped.stderr
+        assert (out / "f").read_text() == "y\n"
+        assert (out / "f").stat().st_uid == MAPPED_ROOT  # as crun leaves it
+        diff = site.podman("diff", name)
+        assert {"A /z", "D /bin/ls"} <= set(diff.stdout.splitlines()), diff.stdout
+    finally:
+        site.podman("rm", "-f", "-t", "0", name)
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def notices(done: subprocess.CompletedProcess[str]) -> list[str]:
     """What a container that ran said on its stderr besides errors: scrun's notices."""
     assert done.returncode == 0, done.stderr
