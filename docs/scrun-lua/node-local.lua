@@ -7,7 +7,7 @@
 --
 -- Stage-in copies the container's image once into the user's image cache on the scratch
 -- (`image_cache`, below), and the files podman or docker bind-mount into it (/etc/hosts,
--- /etc/resolv.conf, /run/.containerenv, /dev/shm, and the user's own `-v /data:/data`) to
+-- /etc/resolv.conf, /run/.containerenv, and the user's own `-v /data:/data`) to
 -- <scratch>/<uid>/scrun/<id>/ on the login host (slurm.allocator_command), with a config
 -- that names their node-local paths; then every node of the job copies the image, once, from
 -- the scratch's cache to its own (<node_local>/scrun-<uid>/cache), and the rest to
@@ -15,7 +15,8 @@
 -- The container runs from there: its root is the node's copy of the image, read-only, below
 -- a writable layer of its own. It drops the config's hooks (the engine's own programs for
 -- the login host) and its cgroup path (the engine's cgroup on the login host; Slurm places
--- the step on the node). Bind-mount sources under `shared_sources` (the homes, the
+-- the step on the node). The engine's /dev/shm, a tmpfs on the login host, becomes one of
+-- the same size on the node. Bind-mount sources under `shared_sources` (the homes, the
 -- scratch) are left alone: the nodes see them.
 -- Stage-out copies what the container wrote on its first node back (only what changed is
 -- sent: its writable layer, deletions included): into podman's or docker's copy of the root
@@ -275,15 +276,59 @@ local function has_option(mount, name)
 	return false
 end
 
+-- The index in config.mounts of the engine's /dev/shm, when it is a bind mount of what the
+-- nodes cannot see: a tmpfs the engine mounted on the login host for this container
+-- (podman's userdata/shm, docker's mounts/shm: 64 MB, or --shm-size). Carried as a
+-- directory it would put the container's shared memory on the scratch, with no limit; so
+-- on the node it is a tmpfs of its own of the same size (shm_tmpfs), private to the
+-- container, whose contents end with it, as the engine's do. nil when there is none.
+local function shm_mount(config)
+	for i, mount in ipairs(config["mounts"] or {}) do
+		local bind = mount["type"] == "bind" or has_option(mount, "bind") or has_option(mount, "rbind")
+		if bind and mount["destination"] == "/dev/shm" and type(mount["source"]) == "string"
+			and not seen_by_nodes(mount["source"]) then
+			return i
+		end
+	end
+	return nil
+end
+
+-- A shell command that writes the size of the filesystem at `source` to `file` as "BLOCKS
+-- BLOCK_SIZE" when it is a tmpfs (the engine's /dev/shm), else nothing.
+local function shm_size_command(source, file)
+	return "\ncase $(stat -f -c %T -- " .. quote(source) .. " 2>/dev/null) in tmpfs) stat -f -c '%b %S' -- "
+		.. quote(source) .. " ;; esac >" .. quote(file) .. " || exit 1\n"
+end
+
+-- The tmpfs mount that replaces the engine's /dev/shm bind mount `mount` on the node: the
+-- size `size_line` gives (shm_size_command; else 64 MB, the engines' default), mode 1777,
+-- and the bind mount's nosuid, noexec and nodev.
+local function shm_tmpfs(mount, size_line)
+	local blocks, block_size = string.match(size_line or "", "^(%d+) (%d+)$")
+	local size = 67108864
+	if blocks ~= nil then
+		size = tonumber(blocks) * tonumber(block_size)
+	end
+	local options = { "mode=1777", string.format("size=%d", size) }
+	for _, option in ipairs(mount["options"] or {}) do
+		if option == "nosuid" or option == "noexec" or option == "nodev" then
+			table.insert(options, option)
+		end
+	end
+	return { destination = "/dev/shm", type = "tmpfs", source = "shm", options = options }
+end
+
 -- The bind mounts whose sources the nodes cannot see, with their index in config.mounts:
 -- stage-in copies them (to mounts/<index> in the staged bundle), stage-out copies back
--- those that are not read-only. Both read them from the engine's own config.json.
+-- those that are not read-only. Both read them from the engine's own config.json. The
+-- engine's /dev/shm is not one of them (shm_mount).
 local function carried_mounts(config)
 	local carried = {}
+	local shm = shm_mount(config)
 	for i, mount in ipairs(config["mounts"] or {}) do
 		local source = mount["source"]
 		local bind = mount["type"] == "bind" or has_option(mount, "bind") or has_option(mount, "rbind")
-		if bind and source ~= nil and not seen_by_nodes(source) then
+		if bind and source ~= nil and not seen_by_nodes(source) and i ~= shm then
 			table.insert(carried, { index = i, source = source, writable = not has_option(mount, "ro") })
 		end
 	end
@@ -1016,8 +1061,16 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	if image_cache then
 		cache = cache_path(user_id)
 	end
-	if not run("staging into " .. carry, stage_command(rootfs, carry, mounts, cache, points), "the scratch " .. scratch) then
+	local command = stage_command(rootfs, carry, mounts, cache, points)
+	local shm = shm_mount(config)
+	if shm ~= nil then
+		command = command .. shm_size_command(config["mounts"][shm]["source"], carry .. "/shm-size")
+	end
+	if not run("staging into " .. carry, command, "the scratch " .. scratch) then
 		return slurm.ERROR
+	end
+	if shm ~= nil then
+		config["mounts"][shm] = shm_tmpfs(config["mounts"][shm], read_lines(carry .. "/shm-size")[1])
 	end
 	local entry = read_lines(carry .. "/cache-entry")[1]
 	if entry ~= nil then

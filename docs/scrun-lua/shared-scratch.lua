@@ -6,14 +6,15 @@
 -- a rootless user's graphroot, docker's data root), its /run or its /tmp. So stage-in copies
 -- the container's image once into the user's image cache (`image_cache`, below), and the
 -- files podman or docker bind-mount into it (/etc/hosts, /etc/resolv.conf, /etc/hostname,
--- /run/.containerenv, /dev/shm, and the user's own `-v /data:/data`) to
+-- /run/.containerenv, and the user's own `-v /data:/data`) to
 -- <scratch>/<uid>/scrun/<id>/, and points the container's config at the copies: its root is
 -- the cached image, read-only, below a writable layer of its own. It drops the config's hooks, which are the engine's own programs for
 -- the login host (docker's network setup runs /proc/<dockerd's pid>/exe) and fail on a node
 -- or act on the wrong host, and its cgroup path, the engine's cgroup on the login host (Slurm
 -- places the step on the node). Nothing else in the config changes but the root's overlay
--- mounts: the container runs as podman or docker made it. Bind-mount sources under `shared_sources` (the homes, the
--- scratch itself) are left alone: the nodes see them.
+-- mounts and /dev/shm (the engine's tmpfs on the login host becomes one of the same size on
+-- the node): the container runs as podman or docker made it. Bind-mount sources under
+-- `shared_sources` (the homes, the scratch itself) are left alone: the nodes see them.
 -- Stage-out copies what the container changed in its root filesystem back (what it wrote
 -- shows up in podman's or docker's copy, e.g. for `podman commit` or `podman cp`),
 -- and every bind mount it carried that is not read-only: what the container changed there
@@ -241,15 +242,59 @@ local function has_option(mount, name)
 	return false
 end
 
+-- The index in config.mounts of the engine's /dev/shm, when it is a bind mount of what the
+-- nodes cannot see: a tmpfs the engine mounted on the login host for this container
+-- (podman's userdata/shm, docker's mounts/shm: 64 MB, or --shm-size). Carried as a
+-- directory it would put the container's shared memory on the scratch, with no limit; so
+-- on the node it is a tmpfs of its own of the same size (shm_tmpfs), private to the
+-- container, whose contents end with it, as the engine's do. nil when there is none.
+local function shm_mount(config)
+	for i, mount in ipairs(config["mounts"] or {}) do
+		local bind = mount["type"] == "bind" or has_option(mount, "bind") or has_option(mount, "rbind")
+		if bind and mount["destination"] == "/dev/shm" and type(mount["source"]) == "string"
+			and not seen_by_nodes(mount["source"]) then
+			return i
+		end
+	end
+	return nil
+end
+
+-- A shell command that writes the size of the filesystem at `source` to `file` as "BLOCKS
+-- BLOCK_SIZE" when it is a tmpfs (the engine's /dev/shm), else nothing.
+local function shm_size_command(source, file)
+	return "\ncase $(stat -f -c %T -- " .. quote(source) .. " 2>/dev/null) in tmpfs) stat -f -c '%b %S' -- "
+		.. quote(source) .. " ;; esac >" .. quote(file) .. " || exit 1\n"
+end
+
+-- The tmpfs mount that replaces the engine's /dev/shm bind mount `mount` on the node: the
+-- size `size_line` gives (shm_size_command; else 64 MB, the engines' default), mode 1777,
+-- and the bind mount's nosuid, noexec and nodev.
+local function shm_tmpfs(mount, size_line)
+	local blocks, block_size = string.match(size_line or "", "^(%d+) (%d+)$")
+	local size = 67108864
+	if blocks ~= nil then
+		size = tonumber(blocks) * tonumber(block_size)
+	end
+	local options = { "mode=1777", string.format("size=%d", size) }
+	for _, option in ipairs(mount["options"] or {}) do
+		if option == "nosuid" or option == "noexec" or option == "nodev" then
+			table.insert(options, option)
+		end
+	end
+	return { destination = "/dev/shm", type = "tmpfs", source = "shm", options = options }
+end
+
 -- The bind mounts whose sources the nodes cannot see, with their index in config.mounts:
 -- stage-in copies them (to mounts/<index> in the staged bundle), stage-out copies back
--- those that are not read-only. Both read them from the engine's own config.json.
+-- those that are not read-only. Both read them from the engine's own config.json. The
+-- engine's /dev/shm is not one of them (shm_mount).
 local function carried_mounts(config)
 	local carried = {}
+	local shm = shm_mount(config)
 	for i, mount in ipairs(config["mounts"] or {}) do
 		local source = mount["source"]
 		local bind = mount["type"] == "bind" or has_option(mount, "bind") or has_option(mount, "rbind")
-		if bind and source ~= nil and not seen_by_nodes(source) then
+		if bind and source ~= nil and not seen_by_nodes(source) and i ~= shm then
 			table.insert(carried, { index = i, source = source, writable = not has_option(mount, "ro") })
 		end
 	end
@@ -884,8 +929,16 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	if user_id == 0 then
 		owner = mapped_root(config)
 	end
-	if not run("staging into " .. staged, stage_command(rootfs, staged, mounts, cache, points, owner), "the scratch " .. scratch) then
+	local command = stage_command(rootfs, staged, mounts, cache, points, owner)
+	local shm = shm_mount(config)
+	if shm ~= nil then
+		command = command .. shm_size_command(config["mounts"][shm]["source"], staged .. "/shm-size")
+	end
+	if not run("staging into " .. staged, command, "the scratch " .. scratch) then
 		return slurm.ERROR
+	end
+	if shm ~= nil then
+		config["mounts"][shm] = shm_tmpfs(config["mounts"][shm], read_lines(staged .. "/shm-size")[1])
 	end
 	local entry = read_lines(staged .. "/cache-entry")[1]
 	if entry ~= nil then

@@ -449,6 +449,30 @@ def test_a_roots_container_mapped_to_other_ids_runs_and_its_writes_come_back(
         shutil.rmtree(out, ignore_errors=True)
 
 
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_dev_shm_is_a_tmpfs_of_the_engines_size_on_the_node(
+    script: str,
+    who: Who,
+    site_runtime: MakeSite,
+    private_staging: tuple[Path, str],
+    no_leftovers: Callable[..., None],
+) -> None:
+    """The engine's /dev/shm (a tmpfs it mounted on the login host for the container and
+    bind-mounts into it: 64 MB, or --shm-size) is a tmpfs of that size on the node, as
+    through crun: not a directory carried to the scratch, which would have no limit and
+    put the container's shared memory there. Past its size a write fails."""
+    _, runner = who
+    podman = runner(site_runtime(with_private_staging(script, private_staging, 3)))
+    program = (
+        "grep ' /dev/shm ' /proc/mounts && head -c 4194304 /dev/zero >/dev/shm/fits"
+        " && ! head -c 5242880 /dev/zero 2>/dev/null >/dev/shm/more"
+    )
+    done = podman("run", "--rm", "--shm-size", "8m", IMAGE, "sh", "-c", program)
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, _, kind, options, *_ = done.stdout.split()
+    assert kind == "tmpfs" and "size=8192k" in options.split(","), done.stdout
+
+
 def notices(done: subprocess.CompletedProcess[str]) -> list[str]:
     """What a container that ran said on its stderr besides errors: scrun's notices."""
     assert done.returncode == 0, done.stderr
