@@ -895,11 +895,15 @@ end
 -- anything there changed (root_back_command); both without Slurm's mount points of the
 -- job `job_id`. A failure sets `failed`.
 local function changes_back_command(entry, staged, root_path, orig, id, job_id)
+	-- (nothing when the engine's root filesystem is gone: it removed the container before
+	-- a late stage-out, `scrun delete`'s after an outage of slurmctld; the mark goes)
+	local gone = "if [ ! -d " .. quote(orig) .. " ]; then\n"
 	if entry == nil then
-		return root_back_command(root_path, orig, job_id)
+		return gone .. ":\nelse\n" .. root_back_command(root_path, orig, job_id) .. "fi\n"
 	end
-	return "out=$( (" .. cache_out_command(staged, entry, orig, id, job_id) .. ") 2>&1)"
-		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\n"
+	return gone .. "rm -f -- " .. quote(entry .. "/users/" .. id) .. "\nelse\n"
+		.. "out=$( (" .. cache_out_command(staged, entry, orig, id, job_id) .. ") 2>&1)"
+		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
 
 function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)

@@ -28,6 +28,9 @@ Keys (all optional):
   pending_notice = 5                      # seconds a started container's job waits in the
                                           # queue before its stderr says why; 0: never
   queue_poll = 30                         # seconds between reads of a queued job's reason
+  slurmctld_wait = 600                    # seconds a container's end waits for slurmctld to
+                                          # answer (a restart, a failover) before stage-out
+                                          # is left to `scrun delete`
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ DEFAULT_DELETE_TIMEOUT = 5.0
 DEFAULT_CREATE_WAIT = 30.0
 DEFAULT_PENDING_NOTICE = 5.0
 DEFAULT_QUEUE_POLL = 30.0
+DEFAULT_SLURMCTLD_WAIT = 600.0
 # The fewest seconds between two reads of a queued job's state: slurmctld's scheduler does
 # not move a queue faster, and 1000 queued containers must not keep it busy.
 MIN_QUEUE_POLL = 5.0
@@ -78,6 +82,7 @@ class SiteConfig:
         "pending_notice",
         "queue_poll",
         "slurm_conf",
+        "slurmctld_wait",
         "step_grace",
     )
 
@@ -93,6 +98,7 @@ class SiteConfig:
         create_wait: float = DEFAULT_CREATE_WAIT,
         pending_notice: float = DEFAULT_PENDING_NOTICE,
         queue_poll: float = DEFAULT_QUEUE_POLL,
+        slurmctld_wait: float = DEFAULT_SLURMCTLD_WAIT,
     ) -> None:
         self.path, self.slurm_conf, self.bin_dir = path, slurm_conf, bin_dir
         self.lua_timeout, self.step_grace = lua_timeout, step_grace
@@ -101,6 +107,7 @@ class SiteConfig:
         self.create_wait = create_wait
         self.pending_notice = pending_notice  # 0: no notices
         self.queue_poll = max(queue_poll, MIN_QUEUE_POLL)
+        self.slurmctld_wait = slurmctld_wait
 
     def slurm_conf_path(self, option: str | None, environ: Mapping[str, str]) -> str:
         """slurm.conf in use: `-f`, then SLURM_CONF, then the site file, then the default."""
@@ -175,6 +182,7 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         "create_wait": (int, float),
         "pending_notice": (int, float),
         "queue_poll": (int, float),
+        "slurmctld_wait": (int, float),
     }
     for key, value in data.items():
         expected = known.get(key)
@@ -198,4 +206,5 @@ def _from_mapping(path: str, data: Mapping[str, Any]) -> SiteConfig:
         create_wait=float(data.get("create_wait", DEFAULT_CREATE_WAIT)),
         pending_notice=float(data.get("pending_notice", DEFAULT_PENDING_NOTICE)),
         queue_poll=float(data.get("queue_poll", DEFAULT_QUEUE_POLL)),
+        slurmctld_wait=float(data.get("slurmctld_wait", DEFAULT_SLURMCTLD_WAIT)),
     )

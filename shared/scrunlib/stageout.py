@@ -96,6 +96,21 @@ class PendingStageOut:
             log.error(f"cannot read {spool.stage_file}: {exc}")
             return None
 
+    def keep_config(self, spool: Spool) -> None:
+        """Stage-out is left to a later `scrun delete`, which may come after the engine has
+        removed the container's bundle: the spool keeps a copy of its config (the script
+        reads its bind mounts from it, to copy back what the container wrote there), and
+        the pending stage-out names the copy. A copy that cannot be made is logged."""
+        kept = os.path.join(spool.path, "stage-config.json")
+        try:
+            with open(self.context.config_file, encoding="utf-8") as stream:
+                write_atomically(kept, stream.read())
+        except (OSError, ValueError) as exc:
+            log.error(f"cannot keep {self.context.config_file} for a later stage-out: {exc}")
+            return
+        self.context.config_file = kept
+        self.save(spool)
+
     @staticmethod
     def clear(spool: Spool) -> None:
         """Stage-out has run (well or not): nothing is pending any more."""

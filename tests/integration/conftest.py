@@ -492,12 +492,22 @@ class SiteRuntime:
         return run(local[str(self.dir / "scrun")][args], timeout=timeout, env=self.env, **kwargs)
 
 
+def slurm_bin_dir(cluster: Cluster) -> Path:
+    """Where the cluster's Slurm commands are."""
+    return Path(shutil.which("srun", path=cluster.env["PATH"]) or "/usr/bin/srun").parent
+
+
 @pytest.fixture
 def site_runtime(cluster: Cluster, tmp_path: Path) -> Callable[..., SiteRuntime]:
-    """`site_runtime(lua_text, settings={...})` → a SiteRuntime whose scrun.lua is
-    `lua_text` (None: none) and whose site config adds `settings` (numbers)."""
+    """`site_runtime(lua_text, settings={...}, bin_dir=...)` → a SiteRuntime whose scrun.lua
+    is `lua_text` (None: none), whose site config adds `settings` (numbers) and finds Slurm's
+    commands in `bin_dir` (default: the cluster's)."""
 
-    def make(lua_text: str | None, settings: Mapping[str, float] | None = None) -> SiteRuntime:
+    def make(
+        lua_text: str | None,
+        settings: Mapping[str, float] | None = None,
+        bin_dir: Path | None = None,
+    ) -> SiteRuntime:
         base = tmp_path / "site"
         etc = base / "etc"
         etc.mkdir(parents=True)
@@ -508,7 +518,7 @@ def site_runtime(cluster: Cluster, tmp_path: Path) -> Callable[..., SiteRuntime]
         if lua_text is not None:
             (etc / "scrun.lua").write_text(lua_text)
         site_config = base / "scrun.toml"
-        bin_dir = Path(shutil.which("srun", path=cluster.env["PATH"]) or "/usr/bin/srun").parent
+        bin_dir = bin_dir or slurm_bin_dir(cluster)
         extra = "".join(f"{key} = {value}\n" for key, value in (settings or {}).items())
         site_config.write_text(
             f'slurm_conf = "{etc / "slurm.conf"}"\nbin_dir = "{bin_dir}"\n{extra}'

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -20,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import REPO, with_cluster_staging, with_staging
-from helpers import copy_out, wait_for
+from conftest import REPO, slurm_bin_dir, with_cluster_staging, with_staging
+from helpers import copy_out, local_popen, scrun_podman, wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, SiteRuntime
@@ -225,3 +228,107 @@ def test_removal_during_stage_in_leaves_nothing(
     assert time.monotonic() - began < 60, "the removal waited for stage-in's command"
     assert command not in login_processes()
     assert site.scrun("state", cid).returncode != 0  # its state is gone
+
+
+def read_until(fd: int, wanted: bytes, timeout: float) -> bytes:
+    """What `fd` gives until a line starts with `wanted`, its end, or `timeout` seconds."""
+    seen, deadline = b"", time.monotonic() + timeout
+    while not any(line.startswith(wanted) for line in seen.splitlines()):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        seen += chunk
+    return seen
+
+
+# squeue as the anchor sees it while slurmctld is down, until the file beside it exists
+UNANSWERING_SQUEUE = """#!/bin/sh
+[ -e "$0.answers" ] && exec %s "$@"
+echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2
+exit 1
+"""
+
+
+def unanswering_slurm(cluster: Cluster, bin_dir: Path) -> Path:
+    """`bin_dir` with the cluster's Slurm commands, but an UNANSWERING_SQUEUE."""
+    bin_dir.mkdir()
+    for command in slurm_bin_dir(cluster).iterdir():
+        (bin_dir / command.name).symlink_to(command)
+    squeue = bin_dir / "squeue"
+    squeue.unlink()
+    squeue.write_text(UNANSWERING_SQUEUE % shlex.quote(str(slurm_bin_dir(cluster) / "squeue")))
+    squeue.chmod(0o755)
+    return bin_dir
+
+
+def test_a_container_that_ends_while_slurmctld_does_not_answer_brings_its_files_back(
+    cluster: Cluster, site_runtime: MakeSite, tmp_path: Path, no_leftovers: Callable[..., None]
+) -> None:
+    """slurmctld does not answer when the container ends (a restart, a failover; here its
+    squeue fails until the test lets it answer, once the anchor said it waits): `podman
+    run` waits, then the file the container wrote last is back, its exit code is its own
+    and nothing is left. (The anchor gave up at the first unanswered question before,
+    and podman's --rm removed the container before `scrun delete` could copy its files
+    back: the file lost, the staged copy left.) Killing the real slurmctld does the same,
+    but leaves its job COMPLETING for a minute after: slurmstepd's retry."""
+    bin_dir = unanswering_slurm(cluster, tmp_path / "bin")
+    staging = (Path(cluster.slurm_conf).parent / "scrun.lua").read_text()  # the cluster's
+    site = site_runtime(staging, bin_dir=bin_dir)
+    out = Path(f"/var/tmp/scrun-ctld-{uuid.uuid4().hex[:10]}")
+    out.mkdir()
+    program = "echo started; sleep 1; echo last > /out/f; exit 3"
+    command = scrun_podman("run", "--rm", "-v", f"{out}:/out", IMAGE, "sh", "-c", program)
+    podman = local_popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=site.env)
+    assert podman.stdout is not None and podman.stderr is not None
+    try:
+        try:
+            assert read_until(podman.stdout.fileno(), b"started", 120) == b"started\n"
+            told = read_until(podman.stderr.fileno(), b"scrun: Slurm does not answer", 120)
+            assert b"scrun: Slurm does not answer" in told, told
+            assert not (out / "f").exists()  # its stage-out waits
+        finally:
+            (bin_dir / "squeue.answers").touch()
+            _, errors = podman.communicate(timeout=180)
+        assert podman.returncode == 3, errors
+        assert (out / "f").read_text() == "last\n"
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_a_container_whose_end_slurmctld_never_confirms_is_copied_back_by_a_later_delete(
+    cluster: Cluster, site_runtime: MakeSite, tmp_path: Path, no_leftovers: Callable[..., None]
+) -> None:
+    """slurmctld does not answer for longer than the site's `slurmctld_wait`: the anchor
+    leaves stage-out to `scrun delete` and says so in one line; podman's --rm removes the
+    container meanwhile. Once Slurm answers, `scrun delete ID` copies back what the
+    container wrote to its bind mount (the spool kept the container's config) and leaves
+    nothing."""
+    bin_dir = unanswering_slurm(cluster, tmp_path / "bin")
+    staging = (Path(cluster.slurm_conf).parent / "scrun.lua").read_text()  # the cluster's
+    site = site_runtime(staging, settings={"slurmctld_wait": 1}, bin_dir=bin_dir)
+    out = Path(f"/var/tmp/scrun-ctld-{uuid.uuid4().hex[:10]}")
+    out.mkdir()
+    try:
+        program = "echo last > /out/f; exit 3"
+        done = site.podman("run", "--rm", "-v", f"{out}:/out", IMAGE, "sh", "-c", program)
+        assert done.returncode == 3, done.stderr
+        [line] = [line for line in done.stderr.splitlines() if "were not copied back" in line]
+        container_id = line.split("container ", 1)[1].split("'s files", 1)[0]
+        assert line.startswith(
+            f"scrun: error: container {container_id}'s files were not copied back: Slurm "
+            "cannot say whether its tasks have ended ("
+        ), line
+        assert line.endswith(
+            f"`scrun delete {container_id}` copies them once Slurm says its tasks have ended"
+        ), line
+        assert not (out / "f").exists()
+        (bin_dir / "squeue.answers").touch()
+        deleted = site.scrun("delete", container_id)
+        assert deleted.returncode == 0, deleted.stderr
+        assert (out / "f").read_text() == "last\n"
+    finally:
+        (bin_dir / "squeue.answers").touch()
+        shutil.rmtree(out, ignore_errors=True)

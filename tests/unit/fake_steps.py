@@ -4,8 +4,9 @@ the container's end (imported as `fake_steps`: pytest puts this folder on sys.pa
 `squeue -h -s -j JOB -o "%i %j"` lists the steps still running. A plain `scancel JOB.N`
 ends step N once squeue has listed it `lingers` more times (its tasks take that long to
 die on the node); `scancel --signal=...` ends nothing (a signal the tasks survive, or
-that never reaches them). `events` says what happened, in order, for a test to check that
-stage-out came only after the steps were gone.
+that never reaches them). The next `unanswered` listings fail, as while slurmctld is
+down. `events` says what happened, in order, for a test to check that stage-out came
+only after the steps were gone.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from typing import Any
 
 from scrunlib.slurm_commands import steps_argv
 
+UNANSWERED = b"slurm_get_job_steps error: Unable to contact slurm controller (connect failure)\n"
+
 
 class FakeSteps:
     def __init__(
         self, fp: Any, bin_dir: str, job_id: int, running: dict[int, str], lingers: int = 0
     ) -> None:
         self.job_id, self.running, self.lingers = job_id, dict(running), lingers
+        self.unanswered = 0  # listings left that fail as squeue does while slurmctld is down
         self.events: list[str] = []
         self._ending: dict[int, int] = {}  # step -> listings left before it is gone
         fp.register(
@@ -37,6 +41,12 @@ class FakeSteps:
         return "".join(f"{self.job_id}.{step} {name}\n" for step, name in self.running.items())
 
     def _list(self, process: Any) -> None:
+        if self.unanswered > 0:
+            self.unanswered -= 1
+            self.events.append("squeue: no answer")
+            process.stderr.write(UNANSWERED)
+            process.returncode = 1
+            return
         for step, left in list(self._ending.items()):
             if left <= 0:
                 del self.running[step], self._ending[step]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from fake_steps import FakeSteps
+from scrun_anchor import container as container_module
 from scrun_anchor.channel import ContainerStderr
 from scrun_anchor.container import Container
 from scrun_anchor.creation import Creation
@@ -27,6 +28,7 @@ from scrunlib.launch import Launch, anchor_logging
 from scrunlib.log import LogSettings
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.spool import Spool
+from scrunlib.stageout import PendingStageOut
 from scrunlib.state import ContainerState, Status
 from scrunlib.user_queue import QUEUE_READING
 
@@ -476,6 +478,59 @@ def test_stage_out_is_left_to_delete_while_the_tasks_may_still_run(
     state = saved(spool)
     assert (state.status, state.job_ended) == (Status.STOPPED, True)
     assert job_status(site) == "0"
+
+
+def test_a_container_that_ends_while_slurmctld_is_down_waits_for_its_answer(
+    fp, site, spool, bundle, staged, monkeypatch, capfd
+) -> None:
+    """slurmctld does not answer when the container ends (a restart): the anchor asks
+    again until it does, the user told once, and only then stages out. Leaving stage-out
+    to `scrun delete` would run it after the engine removed the container."""
+    monkeypatch.setattr(container_module, "SLURM_RETRY_SECONDS", 0.01)
+    steps = FakeSteps(fp, str(site.bin), JOB, {})
+    steps.unanswered = 3
+    record_stage_out(monkeypatch, spool, steps)
+    fp.register(step_argv(site, bundle), returncode=0)
+    assert staged.handle({"op": "start"}) == {"ok": True}
+    assert staged.stop() == 0
+    assert steps.events == ["squeue: no answer"] * 3 + ["squeue: none", "stage-out"]
+    told = [line for line in capfd.readouterr().err.splitlines() if line.startswith("scrun:")]
+    assert told == [
+        "scrun: Slurm does not answer (cannot list the steps of job 77: slurm_get_job_steps "
+        "error: Unable to contact slurm controller (connect failure)): waiting for it to "
+        "confirm that container c1 has ended, to copy its files back"
+    ]
+    assert not os.path.exists(spool.stage_file)
+
+
+def test_a_slurmctld_that_stays_down_leaves_stage_out_to_delete_and_says_so(
+    fp, site, spool, bundle, staged, monkeypatch, capfd
+) -> None:
+    """Past the site's slurmctld_wait the anchor gives up: stage-out is not run (its
+    tasks may still write), stage.json stays for `scrun delete`, and the user reads why
+    the container's files are not back."""
+    monkeypatch.setattr(container_module, "SLURM_RETRY_SECONDS", 0.01)
+    site.config.slurmctld_wait = 0.2
+    steps = FakeSteps(fp, str(site.bin), JOB, {})
+    steps.unanswered = 10**6
+    seen = record_stage_out(monkeypatch, spool, steps)
+    fp.register(step_argv(site, bundle), returncode=0)
+    assert staged.handle({"op": "start"}) == {"ok": True}
+    assert staged.stop() == 0
+    assert seen == [] and os.path.exists(spool.stage_file)
+    # the engine may remove its bundle before that delete: the config's copy is read then
+    pending = PendingStageOut.load(spool)
+    assert pending is not None
+    kept = Path(pending.context.config_file)
+    assert kept == Path(spool.path) / "stage-config.json"
+    assert kept.read_text() == (bundle / "config.json").read_text()
+    told = [line for line in capfd.readouterr().err.splitlines() if line.startswith("scrun:")]
+    assert (
+        "scrun: error: container c1's files were not copied back: Slurm cannot say whether "
+        "its tasks have ended (cannot list the steps of job 77: slurm_get_job_steps error: "
+        "Unable to contact slurm controller (connect failure)); `scrun delete c1` copies "
+        "them once Slurm says its tasks have ended"
+    ) in told, told
 
 
 def test_kill_before_start_ends_the_container(fp, site, spool, created) -> None:

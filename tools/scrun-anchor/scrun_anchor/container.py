@@ -49,6 +49,9 @@ SRUN_OUT_OF_MEMORY = 1
 # Slurm lists it until slurmstepd reports it complete, a moment later; cancelled then, its
 # accounting record would say CANCELLED (and hide an OUT_OF_MEMORY).
 STEP_END_PATIENCE = 2.0
+# Seconds between two questions to a slurmctld that did not answer at a container's end
+# (up to half again, by pid: containers that ended in an outage do not ask it all at once).
+SLURM_RETRY_SECONDS = 10.0
 
 # Signals that do not end a process by default: a container whose step has not started
 # yet ignores them; any other ends it, as it would end its process.
@@ -383,20 +386,41 @@ class Container:
         steps are no longer listed: srun's end does not prove it (a srun killed by the
         escalation above, or lost, leaves them running). Steps still listed are cancelled
         (at once when we were asked to stop, else once they outlive STEP_END_PATIENCE) and
-        waited for, `step_grace` seconds at most."""
+        waited for, `step_grace` seconds at most. While slurmctld does not answer (a
+        restart, a failover), it is asked again for up to the site's `slurmctld_wait`
+        seconds, the user told once: stage-out left to `scrun delete` would run after the
+        engine removed the container, too late for its files to come back. When no answer
+        tells, the user reads why the container's files did not come back."""
         state, job_id = self.state, self._job_id()
         names = container_step_names(state.step_name, state.existing_job)
         grace = self.site.step_grace
         patience = 0.0 if self.life.asked_to_stop else min(STEP_END_PATIENCE, grace / 2)
-        try:
-            if self.slurm.end_steps(job_id, names, grace, cancel_after=patience):
-                return True
-            log.error(
-                f"the steps of container {state.id} in job {job_id} still run "
-                f"{self.site.step_grace:g} s after they were cancelled"
-            )
-        except SlurmError as exc:
-            log.error(f"cannot tell whether container {state.id}'s tasks have ended: {exc}")
+        deadline = time.monotonic() + self.site.slurmctld_wait
+        told = False
+        while True:
+            try:
+                if self.slurm.end_steps(job_id, names, grace, cancel_after=patience):
+                    return True
+                why = f"its steps in job {job_id} still run {grace:g} s after they were cancelled"
+                break
+            except SlurmError as exc:
+                if time.monotonic() >= deadline:
+                    why = f"Slurm cannot say whether its tasks have ended ({exc.message})"
+                    break
+                if not told:
+                    self.stderr.say(
+                        f"scrun: Slurm does not answer ({exc.message}): waiting for it to "
+                        f"confirm that container {state.id} has ended, to copy its files back"
+                    )
+                    told = True
+                pause = SLURM_RETRY_SECONDS * (1 + os.getpid() % 50 / 100)
+                time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+        message = (
+            f"container {state.id}'s files were not copied back: {why}; "
+            f"`scrun delete {state.id}` copies them once Slurm says its tasks have ended"
+        )
+        log.error(message)
+        self.stderr.say(f"scrun: error: {message}")
         return False
 
     def _report_job_end(self) -> None:

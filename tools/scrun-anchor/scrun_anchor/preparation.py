@@ -269,6 +269,7 @@ class Preparation:
             log.error(
                 f"stage-out of container {state.id} left to `scrun delete`: its tasks may run"
             )
+            self.staging.leave_pending()
         elif self.staging is not None:
             with self.clock.phase("stage-out"):
                 self.staging.stage_out()

@@ -68,6 +68,13 @@ class ContainerStaging:
         if not result.ok:
             log.error(f"stage-out failed: {result.message}")
 
+    def leave_pending(self) -> None:
+        """Stage-out is left to `scrun delete`: what it needs stays in the spool, the
+        container's config included (scrunlib.stageout.PendingStageOut.keep_config)."""
+        pending = stageout.PendingStageOut.load(self.spool)
+        if pending is not None:
+            pending.keep_config(self.spool)
+
     def _pending(self, bundle: str, root_path: str) -> None:
         stageout.PendingStageOut(
             self.context,
