@@ -293,20 +293,20 @@ local function shm_mount(config)
 	return nil
 end
 
--- A shell command that writes the size of the filesystem at `source` to `file` as "BLOCKS
--- BLOCK_SIZE" when it is a tmpfs (the engine's /dev/shm), else nothing.
+-- A shell command that writes the type and size of the filesystem at `source` to `file`
+-- ("TYPE BLOCKS BLOCK_SIZE": tmpfs for the engine's /dev/shm), in one process; nothing
+-- when it cannot tell.
 local function shm_size_command(source, file)
-	return "\ncase $(stat -f -c %T -- " .. quote(source) .. " 2>/dev/null) in tmpfs) stat -f -c '%b %S' -- "
-		.. quote(source) .. " ;; esac >" .. quote(file) .. " || exit 1\n"
+	return "\nstat -f -c '%T %b %S' -- " .. quote(source) .. " >" .. quote(file) .. " 2>/dev/null\n"
 end
 
 -- The tmpfs mount that replaces the engine's /dev/shm bind mount `mount` on the node: the
--- size `size_line` gives (shm_size_command; else 64 MB, the engines' default), mode 1777,
--- and the bind mount's nosuid, noexec and nodev.
+-- size of the tmpfs `size_line` describes (shm_size_command; else 64 MB, the engines'
+-- default), mode 1777, and the bind mount's nosuid, noexec and nodev.
 local function shm_tmpfs(mount, size_line)
-	local blocks, block_size = string.match(size_line or "", "^(%d+) (%d+)$")
+	local kind, blocks, block_size = string.match(size_line or "", "^(%S+) (%d+) (%d+)$")
 	local size = 67108864
-	if blocks ~= nil then
+	if kind == "tmpfs" then
 		size = tonumber(blocks) * tonumber(block_size)
 	end
 	local options = { "mode=1777", string.format("size=%d", size) }
