@@ -245,6 +245,25 @@ def test_commit_of_a_running_container_pauses_it_for_the_copy(
         podman("rmi", "-f", image)
 
 
+def test_cp_of_a_running_container_is_the_login_hosts_copy_and_exec_reaches_it(
+    podman: Podman, podman_container: Callable[..., tuple[str, str]], tmp_path: Path
+) -> None:
+    """`podman cp` copies into and out of podman's own copy of the root filesystem on the
+    login host, calling no runtime: while the container runs on its node, a file copied in
+    does not reach it and what it wrote is not there to copy out (after it stopped, its
+    writes are: stage-out). `podman exec -i` reaches the running container itself."""
+    name, _ = podman_container(program="echo written > /tmp/out; exec sleep 600")
+    wait_for("its write", lambda: podman.scrun("exec", name, "cat", "/tmp/out").stdout)
+    (tmp_path / "in").write_text("copied\n")
+    done = podman.scrun("cp", str(tmp_path / "in"), f"{name}:/tmp/in")
+    assert done.returncode == 0, done.stderr
+    assert podman.scrun("exec", name, "cat", "/tmp/in").returncode != 0
+    assert podman.scrun("cp", f"{name}:/tmp/out", str(tmp_path / "out")).returncode != 0
+    done = podman.scrun("exec", "-i", name, "sh", "-c", "cat > /tmp/in", input="exec\n")
+    assert done.returncode == 0, done.stderr
+    assert podman.scrun("exec", name, "cat", "/tmp/in").stdout == "exec\n"
+
+
 def test_stats_of_the_container_are_slurms(
     cluster: Cluster, podman: Podman, podman_container: Callable[..., tuple[str, str]]
 ) -> None:
