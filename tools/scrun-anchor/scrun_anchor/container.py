@@ -49,8 +49,9 @@ SRUN_OUT_OF_MEMORY = 1
 # Slurm lists it until slurmstepd reports it complete, a moment later; cancelled then, its
 # accounting record would say CANCELLED (and hide an OUT_OF_MEMORY).
 STEP_END_PATIENCE = 2.0
-# Seconds between two questions to a slurmctld that did not answer at a container's end
-# (up to half again, by pid: containers that ended in an outage do not ask it all at once).
+# Seconds between two questions to a slurmctld that did not answer at a container's end:
+# 2, 4, 8, then this (each up to half again, by pid: containers that ended in an outage do
+# not ask it all at once; a quick restart is seen quickly).
 SLURM_RETRY_SECONDS = 10.0
 
 # Signals that do not end a process by default: a container whose step has not started
@@ -396,7 +397,7 @@ class Container:
         grace = self.site.step_grace
         patience = 0.0 if self.life.asked_to_stop else min(STEP_END_PATIENCE, grace / 2)
         deadline = time.monotonic() + self.site.slurmctld_wait
-        told = False
+        unanswered = 0
         while True:
             try:
                 if self.slurm.end_steps(job_id, names, grace, cancel_after=patience):
@@ -407,13 +408,13 @@ class Container:
                 if time.monotonic() >= deadline:
                     why = f"Slurm cannot say whether its tasks have ended ({exc.message})"
                     break
-                if not told:
+                if not unanswered:
                     self.stderr.say(
                         f"scrun: Slurm does not answer ({exc.message}): waiting for it to "
                         f"confirm that container {state.id} has ended, to copy its files back"
                     )
-                    told = True
-                pause = SLURM_RETRY_SECONDS * (1 + os.getpid() % 50 / 100)
+                unanswered += 1
+                pause = min(2.0**unanswered, SLURM_RETRY_SECONDS) * (1 + os.getpid() % 50 / 100)
                 time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
         message = (
             f"container {state.id}'s files were not copied back: {why}; "
