@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -910,3 +911,26 @@ def test_a_changed_node_copy_is_not_used(tmp_path: Path) -> None:
     for container, bundle in (("a", first), ("b", Path(site.slurm.bundle))):
         assert site.stage_out(container, str(bundle)) == 0, site.slurm.errors
     assert site.leftovers() == site.users_dirs
+
+
+# The functions node-local.lua has from shared-scratch.lua (each script stands alone)
+COPIED_FUNCTIONS = [
+    "mapped_root",
+    "hand_over_command",
+    "shm_mount",
+    "shm_size_command",
+    "shm_tmpfs",
+]
+
+
+@pytest.mark.parametrize("function", COPIED_FUNCTIONS)
+def test_a_function_both_scripts_have_is_the_same_in_both(function: str) -> None:
+    """A fix to one copy must reach the other."""
+
+    def text(script: str) -> str:
+        source = (DOCS / script).read_text()
+        found = re.search(rf"^local function {function}\(.*?^end$", source, re.M | re.S)
+        assert found, f"{script} has no {function}"
+        return found.group(0)
+
+    assert text("shared-scratch.lua") == text("node-local.lua")

@@ -265,10 +265,7 @@ class Preparation:
         state = self.state
         if self.run_bundle is not None:
             remove_node_copy(self.run_bundle, state.bundle)
-        if self.staging is not None and not tasks_ended:
-            log.error(
-                f"stage-out of container {state.id} left to `scrun delete`: its tasks may run"
-            )
+        if self.staging is not None and not tasks_ended:  # (the caller said why)
             self.staging.leave_pending()
         elif self.staging is not None:
             with self.clock.phase("stage-out"):
