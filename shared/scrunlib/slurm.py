@@ -134,7 +134,8 @@ class Allocation:
 
     def release(self, exit_code: int, timeout: float) -> bool:
         """Tell salloc the container's status and wait for it to end the job. False when
-        salloc did not end in time (the caller cancels the job instead)."""
+        salloc did not end in time, or a signal had killed it (the OOM killer, an admin):
+        the job outlives a killed salloc, so the caller cancels it instead."""
         if self._holder_input is not None:
             fd, self._holder_input = self._holder_input, None
             try:  # noqa: SIM105 (contextlib is not imported on this path)
@@ -142,10 +143,8 @@ class Allocation:
             except OSError:
                 pass  # the job has ended already (scancel, time limit): salloc is going
             os.close(fd)
-        return self.wait(timeout)
-
-    def wait(self, timeout: float) -> bool:
-        return self.salloc.wait(timeout) is not None
+        code = self.salloc.wait(timeout)
+        return code is not None and code >= 0
 
     def reap(self, timeout: float) -> None:
         """After the job was cancelled: salloc learns it and ends; one that does not, in
@@ -200,9 +199,13 @@ class Submission:
                     nodes.strip(),
                     salloc_variables(environment),
                 )
-            self.salloc.end(REFUSAL_SECONDS)
+            code = self.salloc.end(REFUSAL_SECONDS)
             text = self.messages()
             queued = queued_job_id(text)
+            if code < 0:  # killed (OOM killer, an admin): its job may wait on with no holder
+                self._cancel(queued)
+                job = f"job {queued}" if queued is not None else "the job"
+                raise SlurmError(f"{job} cancelled: its salloc was killed (signal {-code})")
             if queued is None:
                 raise SlurmError(f"allocation refused: {_refusal(last_line(text))}")
             raise SlurmError(f"job {queued} ended before it started: {last_line(text)}")
@@ -219,6 +222,10 @@ class Submission:
         self.salloc.end(REFUSAL_SECONDS)
         job_id = self.queued_job_id()
         self._close()
+        self._cancel(job_id)
+
+    def _cancel(self, job_id: int | None) -> None:
+        """Cancel the job by the id salloc named, else any tagged with our container's id."""
         if job_id is not None:
             self.slurm.cancel(job_id)
         else:

@@ -237,6 +237,22 @@ def cmdline(pid: int | str) -> list[str] | None:
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
+def salloc_of(anchor_pid: int | str) -> int:
+    """The pid of the salloc that holds a container's job: its anchor's child (waited
+    for: the anchor starts it once create has parsed the bundle)."""
+    found: list[int] = []
+
+    def started() -> bool:
+        children = Path(f"/proc/{anchor_pid}/task/{anchor_pid}/children")
+        for pid in children.read_text().split() if children.exists() else []:
+            if os.path.basename((cmdline(pid) or [""])[0]) == "salloc":
+                found.append(int(pid))
+        return bool(found)
+
+    wait_for(f"the salloc of anchor {anchor_pid}", started, 30)
+    return found[0]
+
+
 def from_other_checkout(argv: list[str]) -> bool:
     """A process started from another checkout's venv: several checkouts (each with its own
     cluster) may run their suites on one machine at once, sharing the default spool roots;

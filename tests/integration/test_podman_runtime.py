@@ -7,6 +7,7 @@ import hashlib
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from helpers import SCRUN_PODMAN, wait_for
+from helpers import SCRUN_PODMAN, salloc_of, wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman
@@ -198,6 +199,21 @@ def test_killed_by_sigkill_gives_137(
     # SIGKILL is immediate (crun: a few ms). podman stop gives up ~5 s after its SIGKILL,
     # so the container must be gone well before that, whatever the site's KillWait.
     assert took < KILL_WITHIN, f"SIGKILL took {took:.1f}s to end the container"
+
+
+def test_a_container_whose_salloc_is_killed_leaves_no_job(
+    podman: Podman, container_name: str, no_leftovers: Callable[..., None]
+) -> None:
+    """salloc killed (the OOM killer, an admin) cannot end the job: Slurm keeps it and its
+    step running. The container goes on; its removal ends the job (no_leftovers)."""
+    started = podman.scrun("run", "-d", "--name", container_name, IMAGE, "sleep", "300")
+    assert started.returncode == 0, started.stderr
+    anchor = podman.scrun("inspect", "--format", "{{.State.Pid}}", container_name)
+    os.kill(salloc_of(anchor.stdout.strip()), signal.SIGKILL)
+    status = podman.scrun("inspect", "--format", "{{.State.Status}}", container_name)
+    assert status.stdout.strip() == "running", status
+    removed = podman.scrun("rm", "-f", "-t", "0", container_name, timeout=120)
+    assert removed.returncode == 0, removed.stderr
 
 
 def test_run_timeout_ends_the_container_as_through_crun(

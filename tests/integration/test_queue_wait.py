@@ -6,7 +6,9 @@ it waits, everything the user does meanwhile works, and nothing is left afterwar
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Cluster, Docker, Podman, SiteRuntime
-from helpers import local_popen, scrun_podman, wait_for
+from helpers import local_popen, salloc_of, scrun_podman, wait_for
 from plumbum.commands.base import BaseCommand
 from scrunlib.slurm_commands import tagged_container
 
@@ -295,6 +297,21 @@ def test_a_queued_job_slurm_cancels_ends_the_container(
     # The cancel may reach the job before podman calls start (start fails with the
     # error) or after (the container's stderr gets it): the same line either way.
     assert re.search(rf"scrun: (error: )?job {job} ended before it started", err), err
+
+
+def test_a_queued_job_whose_salloc_is_killed_is_cancelled(
+    quick_site: SiteRuntime, queue: Queue, no_leftovers: Callable[..., None]
+) -> None:
+    """salloc killed (the OOM killer, an admin) while its job waits: Slurm would keep the
+    job queued, to be granted with no one to hold it. The container ends, and its job."""
+    context, _ = queued_run(quick_site, queue, "queued-salloc", IMAGE, "echo", "never")
+    with context as run:
+        job = queue.container_job(podman_id(quick_site, "queued-salloc")[:12])
+        anchor = quick_site.podman("inspect", "--format", "{{.State.Pid}}", "queued-salloc")
+        os.kill(salloc_of(anchor.stdout.strip()), signal.SIGKILL)
+        out, err = run.communicate(timeout=60)
+    assert run.returncode not in (0, None) and out == ""
+    assert f"job {job} cancelled: its salloc was killed (signal 9)" in err, err
 
 
 def test_a_blocker_job_makes_it_wait_for_resources(

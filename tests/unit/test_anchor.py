@@ -307,6 +307,26 @@ def test_the_end_records_the_exit_code_and_ends_the_job(fp, site, spool, bundle,
     assert not os.path.exists(spool.socket)
 
 
+def test_a_job_whose_salloc_was_killed_is_cancelled_at_the_end(
+    fp, site, spool, bundle, created
+) -> None:
+    """salloc killed by a signal (the OOM killer, an admin) cannot end the job: the job
+    and its step go on, and the container's end cancels the job rather than leave it to
+    run to its time limit."""
+    fp.register(step_argv(site, bundle), returncode=0)
+    created.handle({"op": "start"})
+    allocation = created.preparation.allocation
+    assert allocation is not None
+    allocation.salloc.signal(signal.SIGKILL)  # salloc alone: its job holder stays
+    assert allocation.salloc.wait(5) == -signal.SIGKILL
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    FakeSteps(fp, str(site.bin), JOB, {})
+    fp.register([site.tool("scancel"), "--quiet", str(JOB)])
+    assert created.stop() == 0
+    assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 1
+    assert saved(spool).job_ended
+
+
 def test_a_job_slurm_ended_is_reported(fp, site, spool, bundle, created) -> None:
     fp.register(step_argv(site, bundle), returncode=137)
     FakeSteps(fp, str(site.bin), JOB, {})
@@ -638,6 +658,22 @@ def test_a_queued_job_slurm_ends_ends_the_container(site, spool, queued) -> None
         == f"job {JOB} ended before it started: salloc: Job allocation {JOB} has been revoked."
     )
     assert state.job_ended and state.exit_code == 1
+
+
+def test_a_queued_job_whose_salloc_was_killed_is_cancelled(fp, site, spool, queued) -> None:
+    """Slurm keeps the job of a killed salloc in the queue, to be granted with no one to
+    hold it: the container ends, and so does the job."""
+    fp.register([site.tool("scancel"), "--quiet", str(JOB)])
+    submission = queued.preparation.submission
+    assert submission is not None
+    submission.salloc.signal(signal.SIGKILL)
+    wait_for_preparation(queued)
+    assert queued.life.ending
+    assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 1
+    queued.stop()
+    state = saved(spool)
+    assert state.error == f"job {JOB} cancelled: its salloc was killed (signal 9)"
+    assert state.job_ended
 
 
 def test_kill_while_queued_withdraws_the_job(fp, site, spool, queued) -> None:
