@@ -280,10 +280,11 @@ def cancel_argv(
     scancel: str, job_id: int, signal: int | None = None, step_id: int | None = None
 ) -> list[str]:
     target = f"{job_id}.{step_id}" if step_id is not None else str(job_id)
-    argv = [scancel, "--quiet"]
-    if signal is not None:
-        argv.append(f"--signal={signal}")
-    return [*argv, target]
+    if signal is None:
+        return [scancel, "--quiet", target]
+    # Not --quiet: a signal to a job that is ending or gone fails (exit 1) either way, and
+    # only scancel's message ("Invalid job id specified") tells that from other failures.
+    return [scancel, f"--signal={signal}", target]
 
 
 def version_argv(srun: str) -> list[str]:

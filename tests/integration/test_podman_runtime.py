@@ -33,6 +33,17 @@ def job_ids_in_squeue(cluster: Cluster) -> set[str]:
     return set(done.stdout.split())
 
 
+def job_with_a_step(cluster: Cluster, cid: str) -> str:
+    """The id of container `cid`'s job (its `scrun:<id>` tag), once its step is there."""
+    jobs = cluster.run(["squeue", "-h", "-o", "%i %k"]).stdout.splitlines()
+    job_id = next(line.split()[0] for line in jobs if line.endswith(f" scrun:{cid}"))
+    wait_for(
+        "the container's step",
+        lambda: cluster.run(["scontrol", "show", "step", f"{job_id}.0"]).returncode == 0,
+    )
+    return job_id
+
+
 @pytest.fixture
 def container_name(podman: Podman) -> Iterator[str]:
     """A unique name; the container is force-removed afterwards if a test left it."""
@@ -74,12 +85,7 @@ def test_job_and_step_carry_the_container_id(
     started = podman.scrun("run", "-d", "--name", container_name, IMAGE, "sleep", "60")
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
-    jobs = cluster.run(["squeue", "-h", "-o", "%i %k"]).stdout.splitlines()
-    job_id = next(line.split()[0] for line in jobs if line.endswith(f" scrun:{cid}"))
-    wait_for(
-        "the container's step",
-        lambda: cluster.run(["scontrol", "show", "step", f"{job_id}.0"]).returncode == 0,
-    )
+    job_id = job_with_a_step(cluster, cid)
     job = cluster.run(["scontrol", "show", "job", job_id]).stdout
     step = cluster.run(["scontrol", "show", "step", f"{job_id}.0"]).stdout
     if slurm_version(cluster) >= (23, 2):
@@ -213,6 +219,24 @@ def test_a_container_whose_salloc_is_killed_leaves_no_job(
     status = podman.scrun("inspect", "--format", "{{.State.Status}}", container_name)
     assert status.stdout.strip() == "running", status
     removed = podman.scrun("rm", "-f", "-t", "0", container_name, timeout=120)
+    assert removed.returncode == 0, removed.stderr
+
+
+def test_stop_after_slurm_cancelled_the_job_succeeds(
+    cluster: Cluster, podman: Podman, container_name: str, no_leftovers: Callable[..., None]
+) -> None:
+    """A job cancelled from outside (scancel, a time limit) stays COMPLETING while Slurm
+    ends its step (KillWait), and Slurm refuses signals to it meanwhile: `podman stop`
+    succeeds all the same, once Slurm has ended the container."""
+    started = podman.scrun("run", "-d", "--name", container_name, IMAGE, "sleep", "300")
+    assert started.returncode == 0, started.stderr
+    cid = started.stdout.strip()
+    job_id = job_with_a_step(cluster, cid)
+    assert cluster.run(["scancel", job_id]).returncode == 0
+    stopped = podman.scrun("stop", "-t", "30", container_name, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "scrun:" not in stopped.stderr, stopped.stderr
+    removed = podman.scrun("rm", container_name)
     assert removed.returncode == 0, removed.stderr
 
 

@@ -29,9 +29,7 @@ class FakeSteps:
         fp.register(
             steps_argv(f"{bin_dir}/squeue", job_id, "%i %j"), callback=self._list, occurrences=999
         )
-        fp.register(
-            [f"{bin_dir}/scancel", "--quiet", fp.any()], callback=self._cancel, occurrences=999
-        )
+        fp.register([f"{bin_dir}/scancel", fp.any()], callback=self._cancel, occurrences=999)
 
     def ends_by_itself(self, step: int, listings: int) -> None:
         """Step `step` (its tasks have exited) is listed `listings` more times, then gone."""
@@ -56,7 +54,7 @@ class FakeSteps:
         process.stdout.write(self.listing().encode())
 
     def _cancel(self, process: Any) -> None:
-        *options, target = process.args[2:]
+        *options, target = (arg for arg in process.args[1:] if arg != "--quiet")
         self.events.append(f"scancel {' '.join([*options, target])}")
         job, _, step = target.partition(".")
         if options or int(job) != self.job_id:

@@ -287,9 +287,9 @@ def test_kill_signals_the_step(fp, site, bundle, created) -> None:
     fp.register(step_argv(site, bundle), wait=30)
     created.handle({"op": "start"})
     fp.register([site.tool("squeue"), fp.any()], stdout=f"{JOB}.0 scrun\n{JOB}.1 other\n")
-    fp.register([site.tool("scancel"), "--quiet", "--signal=10", f"{JOB}.0"])
+    fp.register([site.tool("scancel"), "--signal=10", f"{JOB}.0"])
     assert created.handle({"op": "kill", "signal": 10}) == {"ok": True}
-    assert fp.call_count([site.tool("scancel"), "--quiet", "--signal=10", f"{JOB}.0"]) == 1
+    assert fp.call_count([site.tool("scancel"), "--signal=10", f"{JOB}.0"]) == 1
 
 
 def test_the_end_records_the_exit_code_and_ends_the_job(fp, site, spool, bundle, created) -> None:

@@ -513,7 +513,7 @@ def test_kill_signals_the_step_itself_when_the_anchor_cannot_act(root, tmp_path,
         started = time.monotonic()
         assert main(["kill", "stuck", "TERM"]) == 0
         assert time.monotonic() - started < 5
-        assert (tmp_path / "scancel.calls").read_text() == "--quiet --signal=15 5.0\n"
+        assert (tmp_path / "scancel.calls").read_text() == "--signal=15 5.0\n"
         assert "signal 15 sent with scancel to 5.0" in one_error_line(capsys)
         server.close()
     finally:

@@ -73,16 +73,16 @@ def test_pause_freezes_the_container_and_exec_steps_then_resume_thaws(fp, site, 
     for signal in (19, 18):  # SIGSTOP, then SIGCONT
         fp.register(squeue, stdout=STEPS)
         for step in (0, 2):  # not the lua-command step: not the container's
-            fp.register([str(site / "scancel"), "--quiet", f"--signal={signal}", f"{JOB}.{step}"])
+            fp.register([str(site / "scancel"), f"--signal={signal}", f"{JOB}.{step}"])
     assert main(["pause", "c1"]) == 0
     for step in (0, 2):
-        stop = [str(site / "scancel"), "--quiet", "--signal=19", f"{JOB}.{step}"]
+        stop = [str(site / "scancel"), "--signal=19", f"{JOB}.{step}"]
         assert fp.call_count(stop) == 1, step
     assert status_of(spool) == Status.PAUSED
     assert json.loads(Path(spool.state_file).read_text())["status"] == "running"  # the anchor's
     assert main(["pause", "c1"]) == 0  # already paused: nothing to do, no Slurm call
     assert main(["resume", "c1"]) == 0
-    cont = [str(site / "scancel"), "--quiet", "--signal=18", f"{JOB}.2"]
+    cont = [str(site / "scancel"), "--signal=18", f"{JOB}.2"]
     assert fp.call_count(cont) == 1
     assert status_of(spool) == Status.RUNNING and not os.path.exists(spool.paused_file)
     assert main(["resume", "c1"]) == 0  # already running: nothing to do
@@ -92,7 +92,7 @@ def test_pause_freezes_the_container_and_exec_steps_then_resume_thaws(fp, site, 
 def test_pause_in_a_joined_job_leaves_other_exec_steps_alone(fp, site, tmp_path):
     container(tmp_path, existing_job=True)
     fp.register([str(site / "squeue"), "-h", "-s", "-j", str(JOB), "-o", "%i %j"], stdout=STEPS)
-    fp.register([str(site / "scancel"), "--quiet", "--signal=19", f"{JOB}.0"])
+    fp.register([str(site / "scancel"), "--signal=19", f"{JOB}.0"])
     assert main(["pause", "c1"]) == 0
     assert fp.call_count([str(site / "scancel"), fp.any()]) == 1
 

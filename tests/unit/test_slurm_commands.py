@@ -88,12 +88,8 @@ def test_remote_command_runs_in_the_nodes_root_dir():
 
 def test_cancel_lines():
     assert cancel_argv("scancel", 4) == ["scancel", "--quiet", "4"]
-    assert cancel_argv("scancel", 4, signal=10, step_id=2) == [
-        "scancel",
-        "--quiet",
-        "--signal=10",
-        "4.2",
-    ]
+    # a signal without --quiet: only scancel's message tells an ending job (below)
+    assert cancel_argv("scancel", 4, signal=10, step_id=2) == ["scancel", "--signal=10", "4.2"]
 
 
 def test_parsers():
@@ -193,6 +189,21 @@ def test_cancel_tolerates_finished_jobs(fp, slurm):
     )
     with pytest.raises(SlurmError, match="boom"):
         client.cancel(6)
+
+
+def test_a_signal_to_a_job_slurm_is_ending_is_no_error(fp, slurm):
+    """A job cancelled from outside or at its time limit stays COMPLETING while Slurm kills
+    its step (KillWait); `podman kill` or `rm -f` of its container then must not fail."""
+    client, bindir = slurm
+    fp.register(
+        [f"{bindir}/scancel", "--signal=9", "5.0"],
+        returncode=1,
+        stderr="scancel: error: Kill job error on job step id 5.0: Invalid job id specified\n",
+    )
+    client.cancel(5, signal=9, step_id=0)
+    fp.register([f"{bindir}/scancel", "--signal=9", "6.0"], returncode=1, stderr="")
+    with pytest.raises(SlurmError, match="scancel 6 failed"):
+        client.cancel(6, signal=9, step_id=0)
 
 
 def test_step_ids_by_name(fp, slurm):
