@@ -402,8 +402,14 @@ local function carry_in_command(mounts, limit_kib, also)
 		return "touch -- " .. marks
 	end
 	return "limit=" .. math.floor(limit_kib) .. "\nset --" .. sources .. "\n" .. [[
+# du's first complaint, one line (a source holding what the user cannot read: -v /tmp:/tmp)
+unreadable() {
+	first=$(printf '%s\n' "$1" | grep -m 1 '^du: ')
+	echo "cannot carry a bind mount to the nodes: ${first:-$1}"
+	exit 1
+}
 # one du for all sources (one each when du left one out: one inside another, or twice)
-out=$(du -sk]] .. excludes .. [[ -- "$@") || exit 1
+out=$(du -sk]] .. excludes .. [[ -- "$@" 2>&1) || unreadable "$out"
 sizes= n=0
 set -f
 IFS='
@@ -413,7 +419,7 @@ unset IFS
 set +f
 if [ "$n" != $# ]; then
 	sizes=
-	for from; do out=$(du -sk]] .. excludes .. [[ -- "$from") || exit 1; sizes="$sizes ${out%%[!0-9]*}"; done
+	for from; do out=$(du -sk]] .. excludes .. [[ -- "$from" 2>&1) || unreadable "$out"; sizes="$sizes ${out%%[!0-9]*}"; done
 fi
 for from; do
 	sizes=${sizes# }

@@ -4,8 +4,11 @@ anchor, no spool directory in the user's root."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +18,16 @@ from typing import TYPE_CHECKING
 import pytest
 from conftest import SEED_SCRIPT
 from helpers import SCRUN_PODMAN, wait_for
-from users import IMAGE, REPO, User, assert_users_clean, errors, pick_users, user_site
+from users import (
+    IMAGE,
+    REPO,
+    User,
+    assert_users_clean,
+    errors,
+    one_error,
+    pick_users,
+    user_site,
+)
 
 if TYPE_CHECKING:
     from conftest import Cluster, SiteRuntime
@@ -64,6 +76,24 @@ def test_exit_code_and_stdin(alice: User, clean: None) -> None:
     assert alice.podman("run", "--rm", IMAGE, "sh", "-c", "exit 3").returncode == 3
     done = alice.podman("run", "-i", "--rm", IMAGE, "cat", input="through stdin\n")
     assert (done.returncode, done.stdout) == (0, "through stdin\n"), done.stderr
+
+
+def test_a_bind_mount_the_user_cannot_read_whole_is_one_line(alice: User, clean: None) -> None:
+    """`-v /tmp:/tmp` on a login node: the shipped script copies a directory the nodes do
+    not see, and a user cannot read other users' files in it. One line names what."""
+    source = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    private = source / "someone-elses"
+    private.mkdir(mode=0o700)  # root's, as made by this (root) test
+    os.chown(source, alice.uid, alice.gid)
+    try:
+        done = alice.podman("run", "--rm", "-v", f"{source}:/x", IMAGE, "true")
+    finally:
+        shutil.rmtree(source)
+    line = one_error(done)
+    assert f"cannot carry a bind mount to the nodes: du: cannot read directory '{private}'" in (
+        line
+    ), line
+    assert line.endswith("Permission denied: OCI permission denied"), line
 
 
 def test_tty(alice: User, clean: None) -> None:
