@@ -915,6 +915,8 @@ def test_a_changed_node_copy_is_not_used(tmp_path: Path) -> None:
 
 # The functions node-local.lua has from shared-scratch.lua (each script stands alone)
 COPIED_FUNCTIONS = [
+    "carry_one_command",
+    "carry_in_command",
     "mapped_root",
     "hand_over_command",
     "shm_mount",
