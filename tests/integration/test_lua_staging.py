@@ -138,8 +138,10 @@ def test_seed_script_stages_the_rootfs_and_syncs_it_back(
     original_rootfs = Path(original_config["root"]["path"])
 
     staged = scratch / cid
-    wait_for("/marker in the staged rootfs", lambda: (staged / "rootfs" / "marker").exists())
-    assert (staged / "rootfs" / "marker").read_text() == "staged\n"
+    marker = staged / "rootfs" / "marker"
+    # The shell creates /marker, then writes to it: wait for what it writes.
+    wait_for("/marker in the staged rootfs", lambda: marker.exists() and marker.stat().st_size)
+    assert marker.read_text() == "staged\n"
     # rsynced: the image's files are there, identical; the original did not get /marker.
     assert (staged / "rootfs/bin/busybox").read_bytes() == (
         original_rootfs / "bin/busybox"
@@ -278,10 +280,12 @@ def test_syntax_error_fails_podman_run(
 
 PROBE_SCRIPT = """
 local out = %s
+-- Whole or not at all: the test reads a finding as soon as it exists.
 local function write(name, text)
-  local f = assert(io.open(out .. "/" .. name, "w"))
+  local f = assert(io.open(out .. "/" .. name .. ".tmp", "w"))
   f:write(text)
   f:close()
+  os.rename(out .. "/" .. name .. ".tmp", out .. "/" .. name)
 end
 function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
                               job_env)
