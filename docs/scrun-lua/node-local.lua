@@ -121,6 +121,56 @@ local function read_lines(path)
 	return lines
 end
 
+-- The bind mounts stage-in carried (each: `index` in config.mounts, `source`), for
+-- scrun_before_start.
+local carried_in = {}
+
+-- A small file's whole content (at most 1 MiB: what the engine writes for the container,
+-- /etc/hosts, /etc/resolv.conf); nil for a larger one, a directory, or none.
+local function small_file_content(path)
+	local file = io.open(path, "rb")
+	if not file then
+		return nil
+	end
+	local size, content = file:seek("end"), nil
+	if size ~= nil and size <= 1048576 and file:seek("set") then
+		content = file:read("*a")
+	end
+	file:close()
+	return content
+end
+
+-- Writes `content` over the file at `path` (in place: it keeps its mode and owner), then
+-- renews its mark `<path>.since` (what the container changes is told by it); false when
+-- either cannot be written.
+local function refresh_copy(path, content)
+	local file = io.open(path, "wb")
+	if not file then
+		return false
+	end
+	local written = file:write(content)
+	file:close()
+	local mark = io.open(path .. ".since", "wb")
+	if mark then
+		mark:close()
+	end
+	return written ~= nil and mark ~= nil
+end
+
+-- The carried bind mounts that are files whose source changed since stage-in copied them
+-- to `copy_of(index)` (each: `index`, its source's `content` now). podman 5 writes
+-- /etc/hosts and /etc/resolv.conf after create, when stage-in has run: empty copies then.
+local function changed_files(copy_of)
+	local changed = {}
+	for _, m in ipairs(carried_in) do
+		local now = small_file_content(m.source)
+		if now ~= nil and now ~= small_file_content(copy_of(m.index)) then
+			table.insert(changed, { index = m.index, content = now })
+		end
+	end
+	return changed
+end
+
 local function run_on_nodes(what, command, where)
 	local rc, output = slurm.remote_command(command)
 	return report(what .. " on the nodes", rc, output, where)
@@ -1062,7 +1112,8 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	local here = node_path(id, user_id)
 	local points = mount_points_command(carry, config) -- with the mounts' own sources
 	local mounts = {}
-	for _, carried in ipairs(carried_mounts(config)) do
+	carried_in = carried_mounts(config)
+	for _, carried in ipairs(carried_in) do
 		local copy = string.format("%s/mounts/%d", carry, carried.index)
 		table.insert(mounts, { source = carried.source, copy = copy, skip = inner_scratch(carried.source) })
 		config["mounts"][carried.index]["source"] = string.format("%s/mounts/%d", here, carried.index)
@@ -1119,6 +1170,34 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	end
 	slurm.set_bundle_path(here)
 	slurm.set_root_path(here .. "/rootfs")
+	return slurm.SUCCESS
+end
+
+-- scrun's own hook, which it calls (when a script has it) as the engine starts the
+-- container, before its step is launched, with stage-in's arguments: what the engine wrote
+-- to a carried file since stage-in reaches the copy the container gets, as through crun,
+-- where the engine's file itself is bind-mounted. A directory stays as stage-in copied it.
+-- Here the scratch's copy is written, then each node's copy from it (one command on the
+-- nodes, only when a file changed).
+function scrun_before_start(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
+	id = file_name(id)
+	local carry, here = carried_path(id, user_id), node_path(id, user_id)
+	local function copy_of(index)
+		return string.format("%s/mounts/%d", carry, index)
+	end
+	local command = ""
+	for _, m in ipairs(changed_files(copy_of)) do
+		if not refresh_copy(copy_of(m.index), m.content) then
+			slurm.log_error("%s", "cannot write " .. copy_of(m.index))
+			return slurm.ERROR
+		end
+		local node_copy = string.format("%s/mounts/%d", here, m.index)
+		command = command .. "cp -- " .. quote(copy_of(m.index)) .. " " .. quote(node_copy)
+			.. " && touch -- " .. quote(node_copy .. ".since") .. " || exit 1\n"
+	end
+	if command ~= "" and not run_on_nodes("copying what the engine wrote since stage-in", command, node_local .. " on a node") then
+		return slurm.ERROR
+	end
 	return slurm.SUCCESS
 end
 

@@ -473,6 +473,30 @@ def test_dev_shm_is_a_tmpfs_of_the_engines_size_on_the_node(
     assert kind == "tmpfs" and "size=8192k" in options.split(","), done.stdout
 
 
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_the_engines_etc_files_are_the_containers_as_through_crun(
+    script: str,
+    who: Who,
+    site_runtime: MakeSite,
+    private_staging: tuple[Path, str],
+    no_leftovers: Callable[..., None],
+) -> None:
+    """/etc/hosts, /etc/resolv.conf and /etc/hostname, files the engine bind-mounts into the
+    container, hold on the node what they hold through crun. podman 5 writes the first two
+    after the runtime's create, when stage-in has copied them (empty then): the scripts'
+    scrun_before_start copies them again as the container starts."""
+    _, runner = who
+    podman = runner(site_runtime(with_private_staging(script, private_staging, 3)))
+    args = ("run", "--rm", "--add-host", "foo:192.0.2.9", "--hostname", "h1", IMAGE, "sh", "-c")
+    program = "cat /etc/hosts; echo --; cat /etc/resolv.conf; echo --; cat /etc/hostname"
+    through_crun = podman("--runtime", "crun", *args, program)
+    assert through_crun.returncode == 0, through_crun.stderr
+    done = podman(*args, program)
+    assert done.returncode == 0, done.stderr
+    assert "192.0.2.9\tfoo" in done.stdout.splitlines(), done.stdout
+    assert done.stdout == through_crun.stdout
+
+
 def notices(done: subprocess.CompletedProcess[str]) -> list[str]:
     """What a container that ran said on its stderr besides errors: scrun's notices."""
     assert done.returncode == 0, done.stderr

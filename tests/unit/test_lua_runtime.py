@@ -457,6 +457,36 @@ def test_missing_hook_is_named(tmp_path: Path, missing: str, assignment: str, pr
         Stager.load(str(path), runner=RecordingRunner())
 
 
+def test_before_start_is_optional_and_gets_stage_ins_arguments(tmp_path: Path) -> None:
+    """scrun_before_start: a script without it starts as before; one with it is called
+    with stage-in's arguments, its failure is a failed result with its words."""
+    without = Stager.load(script(tmp_path, "return 0"), runner=RecordingRunner())
+    assert_ok(without.before_start(context()))
+    body = (
+        "function scrun_before_start(id, bundle, spool_dir, config_file, job_id, user_id,"
+        " group_id, job_env)\n"
+        "  if id ~= 'c1' or bundle ~= '/b' or job_id ~= 1234 or job_env[2] ~= 'A=1' then\n"
+        "    slurm.log_error('wrong arguments: %s %s %s', id, bundle, job_id) return -1\n"
+        "  end\n"
+        "  if started then slurm.log_error('the copy of /etc/hosts is gone') return -1 end\n"
+        "  started = true return slurm.SUCCESS\nend\n"
+    )
+    stager = Stager.load(
+        script(tmp_path, "return 0", STAGE_OUT_OK + body), runner=RecordingRunner()
+    )
+    assert_ok(stager.stage_in(context()))
+    assert_ok(stager.before_start(context()))
+    failed = stager.before_start(context())
+    assert not failed.ok
+    assert failed.message.endswith("scrun_before_start returned -1: the copy of /etc/hosts is gone")
+
+
+def test_a_before_start_that_is_not_a_function_fails_the_load(tmp_path: Path) -> None:
+    path = script(tmp_path, "return 0", STAGE_OUT_OK + "scrun_before_start = {}\n")
+    with pytest.raises(LuaError, match=r": function scrun_before_start is a table, not a function"):
+        Stager.load(path, runner=RecordingRunner())
+
+
 @pytest.mark.parametrize(
     ("value", "fails"),
     [("1", True), ("-1", True), ("'2'", True), ("0", False), ("nil", False), ("'abc'", False)],

@@ -922,6 +922,9 @@ COPIED_FUNCTIONS = [
     "shm_mount",
     "shm_size_command",
     "shm_tmpfs",
+    "small_file_content",
+    "refresh_copy",
+    "changed_files",
 ]
 
 

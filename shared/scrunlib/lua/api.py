@@ -42,7 +42,13 @@ STAGE_OUT = Hook(
         "group_id",
     ),
 )
-HOOKS = (STAGE_IN, STAGE_OUT)
+HOOKS = (STAGE_IN, STAGE_OUT)  # required: a script without them does not load
+# scrun's own, optional: called when the engine starts the container, before its step is
+# launched, with stage-in's arguments. What the engine writes between create and start
+# (podman 5 writes /etc/hosts and /etc/resolv.conf then) reaches a copy stage-in made here.
+BEFORE_START = Hook("scrun_before_start", STAGE_IN.params)
+OPTIONAL_HOOKS = (BEFORE_START,)
+ALL_HOOKS = HOOKS + OPTIONAL_HOOKS
 
 
 def shebang_length(source: AnyStr) -> int:

@@ -122,18 +122,14 @@ class Stager:
 
     def stage_in(self, ctx: StageContext) -> StageResult:
         self._set_paths(ctx, ctx.bundle, ctx.root_path)
-        args = (
-            ctx.container_id,
-            ctx.bundle,
-            ctx.spool_dir,
-            ctx.config_file,
-            ctx.job_id,
-            ctx.user_id,
-            ctx.group_id,
-            list(ctx.job_env),
-        )
         self._staged = True
-        return self._call(api.STAGE_IN, args, ctx)
+        return self._call(api.STAGE_IN, _stage_in_args(ctx), ctx)
+
+    def before_start(self, ctx: StageContext) -> StageResult:
+        """Call scrun_before_start, the script's own (optional: success when it has none),
+        with stage-in's arguments, once the engine starts the container and before its
+        step is launched. The paths stay as stage-in left them."""
+        return self._call(api.BEFORE_START, _stage_in_args(ctx), ctx)
 
     def stage_out(
         self, ctx: StageContext, *, bundle: str | None = None, root_path: str | None = None
@@ -165,3 +161,17 @@ class Stager:
 
     def _call(self, hook: api.Hook, args: Sequence[object], ctx: StageContext) -> StageResult:
         return self._script.call(hook, args, job_env=ctx.job_env, job_id=ctx.job_id)
+
+
+def _stage_in_args(ctx: StageContext) -> tuple[object, ...]:
+    """slurm_scrun_stage_in's arguments (scrun_before_start's too)."""
+    return (
+        ctx.container_id,
+        ctx.bundle,
+        ctx.spool_dir,
+        ctx.config_file,
+        ctx.job_id,
+        ctx.user_id,
+        ctx.group_id,
+        list(ctx.job_env),
+    )

@@ -242,6 +242,8 @@ class Container:
             raise StateError(f"container {state.id!r} is not ready to start")
         self.preparation.require_job()
         self.clock.start("launch")
+        if self.preparation.staging is not None:
+            self.preparation.staging.before_start()
         argv = step_argv(
             self.slurm.path("srun"),
             StepCommand(

@@ -55,6 +55,13 @@ class ContainerStaging:
             raise LuaError(f"stage-in failed: {result.message}")
         return result.bundle, result.root_path
 
+    def before_start(self) -> None:
+        """Run scrun_before_start (when the script has it): LuaError when it fails, and
+        the step is not launched."""
+        result = self.stager.before_start(self.context)
+        if not result.ok:
+            raise LuaError(f"start failed: {result.message}")
+
     def stage_out(self) -> None:
         """Run slurm_scrun_stage_out (also after a failed stage-in, so that the script can
         remove what it staged); a failure is logged, cleanup goes on."""

@@ -278,7 +278,7 @@ def safe_hook_argument(ctx: LintContext, variable: Variable) -> bool:
     if variable.kind is not VarKind.ARG or hook is None or function is None:
         return False
     position = next(i for i, param in enumerate(function.params) if param is variable.decl)
-    params = next(h.params for h in api.HOOKS if h.name == hook)
+    params = next(h.params for h in api.ALL_HOOKS if h.name == hook)
     return position < len(params) and params[position] in SAFE_HOOK_ARGUMENTS
 
 

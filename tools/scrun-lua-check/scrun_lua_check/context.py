@@ -19,7 +19,7 @@ from scrun_lua_check.luaenv import LuaEnv
 from scrun_lua_check.report import Diagnostic
 from scrun_lua_check.scope import ScopeInfo, Variable
 
-HOOK_NAMES = frozenset(hook.name for hook in api.HOOKS)
+HOOK_NAMES = frozenset(hook.name for hook in api.ALL_HOOKS)
 # Calls that run a shell command: the slurm ones wait for the command; all of them block.
 SLURM_COMMANDS = ("remote_command", "allocator_command")
 SHELL_CALLS = {("os", "execute"), ("io", "popen")}

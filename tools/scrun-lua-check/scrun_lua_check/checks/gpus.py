@@ -26,7 +26,7 @@ STEP_GPU_FIELDS = frozenset(
 
 
 def check_gpu_fields(ctx: LintContext) -> None:
-    hooks = {hook.name: hook for hook in api.HOOKS}
+    hooks = {hook.name: hook for hook in api.ALL_HOOKS}
     for function, name in ctx.hook_functions.items():
         params = hooks[name].params
         if "job_env" not in params or params.index("job_env") >= len(function.params):

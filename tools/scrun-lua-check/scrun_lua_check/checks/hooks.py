@@ -1,4 +1,5 @@
-"""The two required hooks: defined, global, with scrun's parameters in scrun's order.
+"""The two required hooks, and scrun_before_start when there is one: defined, global, with
+scrun's parameters in scrun's order.
 
 scrun refuses to load the script when a hook is missing or not a function, so those are
 errors. A wrong parameter list still loads (Lua drops or nil-fills arguments) but means the
@@ -15,8 +16,10 @@ from scrun_lua_check.context import LintContext, closest
 
 def check_hooks(ctx: LintContext) -> None:
     candidates = {d.name: d.node for d in reversed(ctx.definitions) if d.func is not None}
-    for hook in api.HOOKS:
+    for hook in api.ALL_HOOKS:
         definitions = [d for d in ctx.hook_definitions if d.name == hook.name]
+        if not definitions and hook in api.OPTIONAL_HOOKS:
+            continue
         if not definitions:
             match = closest(hook.name, candidates)
             hint = f"; did you mean '{match}' (line {candidates[match].line})?" if match else ""
