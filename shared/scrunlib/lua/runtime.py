@@ -236,14 +236,11 @@ class LuaScript:
             self._fail_load(detail)
         if _chunk_status(value) != 0:
             self._fail_load(f"the script returned {describe(value)} (expected slurm.SUCCESS)")
-        for hook in api.ALL_HOOKS:
-            kind = lua_type(self._lua.globals()[encode(hook.name)])
-            if kind == "nil" and hook in api.OPTIONAL_HOOKS:
-                continue
-            if kind != "function":
+        for hook in api.ALL_HOOKS:  # (an optional one may be absent, not anything else)
+            kind, required = lua_type(self._lua.globals()[encode(hook.name)]), hook in api.HOOKS
+            if kind != "function" and (required or kind != "nil"):
                 what = "is not defined" if kind == "nil" else f"is a {kind}, not a function"
-                required = "required " if hook in api.HOOKS else ""
-                self._fail_load(f"{required}function {hook.name} {what}")
+                self._fail_load(f"{'required ' if required else ''}function {hook.name} {what}")
         log.debug(f"lua: loaded {self.path} in {time.monotonic() - start:.3f} s")
 
     def _fail_load(self, detail: str) -> NoReturn:
