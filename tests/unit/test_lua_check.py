@@ -715,6 +715,26 @@ def test_dry_run_answers_commands_as_a_node_would(bundle: Path, tmp_path: Path) 
     assert stage_in.bundle == f"/home/{name}/containers/ctr1" and stage_in.notes == []
 
 
+def test_dry_run_runs_before_start_between_stage_in_and_out_when_there_is_one(
+    bundle: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "scrun.lua"
+    script.write_text(BEFORE_START + HOOKS.format(body=""))
+    report = dry_run(str(script), DryRunOptions(str(bundle), "ctr1"))
+    assert [p.name for p in report.phases] == [
+        "load", "slurm_scrun_stage_in", "scrun_before_start", "slurm_scrun_stage_out"]  # fmt: skip
+    assert [c.script for c in report.phases[2].commands] == ["true ctr1"]
+
+
+BEFORE_START = """
+function scrun_before_start(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
+    job_env)
+  slurm.allocator_command("true " .. id)
+  return slurm.SUCCESS
+end
+"""
+
+
 def test_dry_run_configured_answers_come_first(bundle: Path, workdir: Path) -> None:
     config = workdir / "scrun-lua-check.toml"
     config.write_text('[[tool.scrun-lua-check.answers]]\ncommand = "^id -un"\noutput = " \\n"\n')

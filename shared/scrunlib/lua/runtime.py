@@ -138,10 +138,8 @@ class Paths:
     __slots__ = ("bundle", "orig_bundle", "orig_root_path", "root_path")
 
     def __init__(self) -> None:
-        self.bundle = ""
-        self.root_path = ""
+        self.bundle, self.root_path, self.orig_root_path = "", "", ""
         self.orig_bundle: str | None = None
-        self.orig_root_path = ""
 
 
 class _Call:
@@ -150,10 +148,8 @@ class _Call:
     __slots__ = ("commands", "deadline", "env", "job_id", "logs", "what")
 
     def __init__(self, what: str, env: dict[str, str], job_id: int | None, deadline: float) -> None:
-        self.what = what
-        self.env = env
+        self.what, self.env, self.deadline = what, env, deadline
         self.job_id = job_id  # None while the chunk loads: only the hooks have a job
-        self.deadline = deadline
         self.commands: list[CommandRecord] = []
         self.logs: list[LogRecord] = []
 
@@ -247,6 +243,10 @@ class LuaScript:
         raise LuaLoadError(f"unable to load {self.path}: {detail}")
 
     # -- calling hooks -------------------------------------------------------------------
+
+    def defines(self, hook: api.Hook) -> bool:
+        """Whether the script has `hook` (an optional one may be absent)."""
+        return lua_type(self._lua.globals()[encode(hook.name)]) == "function"
 
     def call(
         self,

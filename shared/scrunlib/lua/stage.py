@@ -125,6 +125,9 @@ class Stager:
         self._staged = True
         return self._call(api.STAGE_IN, _stage_in_args(ctx), ctx)
 
+    def defines(self, hook: api.Hook) -> bool:
+        return self._script.defines(hook)
+
     def before_start(self, ctx: StageContext) -> StageResult:
         """Call scrun_before_start, the script's own (optional: success when it has none),
         with stage-in's arguments, once the engine starts the container and before its

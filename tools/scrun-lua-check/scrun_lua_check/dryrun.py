@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from scrunlib import bundle as bundles
 from scrunlib import jobenv, log
 from scrunlib.errors import LuaError, ScrunError, UsageError
+from scrunlib.lua import api
 from scrunlib.lua.stage import (
     CommandRunner,
     LogRecord,
@@ -182,7 +183,10 @@ def dry_run(script: str, options: DryRunOptions) -> DryRunReport:
             return report
         load = Phase("load", True, 0, "loaded", logs=stager.load_logs)
         report.phases.append(finish(load, sandbox, config))
-        for hook in (stager.stage_in, stager.stage_out):
+        hooks = [stager.stage_in, stager.stage_out]
+        if stager.defines(api.BEFORE_START):
+            hooks.insert(1, stager.before_start)
+        for hook in hooks:
             report.phases.append(finish(Phase.of(hook(context)), sandbox, config))
     return report
 
