@@ -103,6 +103,23 @@ def test_json_report(capsys: pytest.CaptureFixture[str], bundle: Path, slurm_con
     assert stage_out["logs"] == [{"level": "info", "message": f"stage_out {bundle} 7"}]
 
 
+def test_both_runs_before_start_between_when_the_script_has_it(
+    capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "scrun.lua"
+    script.write_text(
+        "function scrun_before_start(id) slurm.log_info('starting %s', id) return 0 end\n"
+        + ALLOCATOR_ONLY.read_text()
+    )
+    argv = args("both", bundle, slurm_conf, "--job-id", "7", "--script", str(script),
+                "--format", "json")  # fmt: skip
+    assert main(argv) == 0
+    stages = json.loads(capsys.readouterr().out)["stages"]
+    assert [stage["hook"] for stage in stages] == [
+        "slurm_scrun_stage_in", "scrun_before_start", "slurm_scrun_stage_out"]  # fmt: skip
+    assert stages[1]["logs"] == [{"level": "info", "message": "starting stage1"}]
+
+
 def test_job_id_from_environment(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], bundle: Path,
     slurm_conf: Path,

@@ -22,6 +22,7 @@ import scrunlib
 from scrunlib import admin_output, jobenv, log, siteconfig, spool
 from scrunlib import bundle as bundles
 from scrunlib.errors import InvalidInput, ScrunError, UsageError, internal_error
+from scrunlib.lua import api
 from scrunlib.lua.stage import (
     LogRecord,
     StageContext,
@@ -144,7 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     for name, parents, text in (
         ("in", [common], "run slurm_scrun_stage_in"),
         ("out", [common, staged], "run slurm_scrun_stage_out for a bundle staged earlier"),
-        ("both", [common], "stage in, then stage out, as the anchor does around a container"),
+        (
+            "both",
+            [common],
+            "stage in, then stage out, as the anchor does around a container (with"
+            " scrun_before_start between when the script has it)",
+        ),
     ):
         commands.add_parser(
             name,
@@ -250,6 +256,10 @@ def run(args: argparse.Namespace) -> Report:
         )
         if args.command in ("in", "both"):
             report.stages.append(_stage_in(stager, ctx))
+        if args.command == "both" and report.stages[-1].result.ok:
+            if stager.defines(api.BEFORE_START):  # as the anchor, when the engine starts it
+                before = (stager.bundle, stager.root_path)
+                report.stages.append(StageReport(stager.before_start(ctx), *before))
         if args.command in ("out", "both"):
             before_bundle = staged_bundle or stager.bundle
             before_root = staged_root or stager.root_path
