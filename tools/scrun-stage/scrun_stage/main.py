@@ -256,10 +256,10 @@ def run(args: argparse.Namespace) -> Report:
         )
         if args.command in ("in", "both"):
             report.stages.append(_stage_in(stager, ctx))
-        if args.command == "both" and report.stages[-1].result.ok:
-            if stager.defines(api.BEFORE_START):  # as the anchor, when the engine starts it
-                before = (stager.bundle, stager.root_path)
-                report.stages.append(StageReport(stager.before_start(ctx), *before))
+        staged_in = args.command == "both" and report.stages[-1].result.ok
+        if staged_in and stager.defines(api.BEFORE_START):  # as the anchor does at start
+            before = (stager.bundle, stager.root_path)
+            report.stages.append(StageReport(stager.before_start(ctx), *before))
         if args.command in ("out", "both"):
             before_bundle = staged_bundle or stager.bundle
             before_root = staged_root or stager.root_path
