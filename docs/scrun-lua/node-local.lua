@@ -157,18 +157,23 @@ local function refresh_copy(path, content)
 	return written ~= nil and mark ~= nil
 end
 
--- The carried bind mounts that are files whose source changed since stage-in copied them
--- to `copy_of(index)` (each: `index`, its source's `content` now). podman 5 writes
--- /etc/hosts and /etc/resolv.conf after create, when stage-in has run: empty copies then.
-local function changed_files(copy_of)
-	local changed = {}
+-- Copies again, to `copy_of(index)`, each carried bind mount that is a file whose source
+-- changed since stage-in copied it (podman 5 writes /etc/hosts and /etc/resolv.conf after
+-- create, when stage-in has run: empty copies then), renewing its mark. The indices of
+-- those it copied; nil, the reason logged, when a copy cannot be written.
+local function refresh_carried_files(copy_of)
+	local refreshed = {}
 	for _, m in ipairs(carried_in) do
 		local now = small_file_content(m.source)
 		if now ~= nil and now ~= small_file_content(copy_of(m.index)) then
-			table.insert(changed, { index = m.index, content = now })
+			if not refresh_copy(copy_of(m.index), now) then
+				slurm.log_error("%s", "cannot write " .. copy_of(m.index))
+				return nil
+			end
+			table.insert(refreshed, m.index)
 		end
 	end
-	return changed
+	return refreshed
 end
 
 local function run_on_nodes(what, command, where)
@@ -1185,14 +1190,14 @@ function scrun_before_start(id, bundle, spool_dir, config_file, job_id, user_id,
 	local function copy_of(index)
 		return string.format("%s/mounts/%d", carry, index)
 	end
+	local refreshed = refresh_carried_files(copy_of)
+	if refreshed == nil then
+		return slurm.ERROR
+	end
 	local command = ""
-	for _, m in ipairs(changed_files(copy_of)) do
-		if not refresh_copy(copy_of(m.index), m.content) then
-			slurm.log_error("%s", "cannot write " .. copy_of(m.index))
-			return slurm.ERROR
-		end
-		local node_copy = string.format("%s/mounts/%d", here, m.index)
-		command = command .. "cp -- " .. quote(copy_of(m.index)) .. " " .. quote(node_copy)
+	for _, index in ipairs(refreshed) do
+		local node_copy = string.format("%s/mounts/%d", here, index)
+		command = command .. "cp -- " .. quote(copy_of(index)) .. " " .. quote(node_copy)
 			.. " && touch -- " .. quote(node_copy .. ".since") .. " || exit 1\n"
 	end
 	if command ~= "" and not run_on_nodes("copying what the engine wrote since stage-in", command, node_local .. " on a node") then

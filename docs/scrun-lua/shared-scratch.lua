@@ -146,18 +146,23 @@ local function refresh_copy(path, content)
 	return written ~= nil and mark ~= nil
 end
 
--- The carried bind mounts that are files whose source changed since stage-in copied them
--- to `copy_of(index)` (each: `index`, its source's `content` now). podman 5 writes
--- /etc/hosts and /etc/resolv.conf after create, when stage-in has run: empty copies then.
-local function changed_files(copy_of)
-	local changed = {}
+-- Copies again, to `copy_of(index)`, each carried bind mount that is a file whose source
+-- changed since stage-in copied it (podman 5 writes /etc/hosts and /etc/resolv.conf after
+-- create, when stage-in has run: empty copies then), renewing its mark. The indices of
+-- those it copied; nil, the reason logged, when a copy cannot be written.
+local function refresh_carried_files(copy_of)
+	local refreshed = {}
 	for _, m in ipairs(carried_in) do
 		local now = small_file_content(m.source)
 		if now ~= nil and now ~= small_file_content(copy_of(m.index)) then
-			table.insert(changed, { index = m.index, content = now })
+			if not refresh_copy(copy_of(m.index), now) then
+				slurm.log_error("%s", "cannot write " .. copy_of(m.index))
+				return nil
+			end
+			table.insert(refreshed, m.index)
 		end
 	end
-	return changed
+	return refreshed
 end
 
 -- A container id as a file name: an id may have up to 1024 characters, a file name at most
@@ -1043,11 +1048,8 @@ function scrun_before_start(id, bundle, spool_dir, config_file, job_id, user_id,
 	local function copy_of(index)
 		return string.format("%s/mounts/%d", staged, index)
 	end
-	for _, m in ipairs(changed_files(copy_of)) do
-		if not refresh_copy(copy_of(m.index), m.content) then
-			slurm.log_error("%s", "cannot write " .. copy_of(m.index))
-			return slurm.ERROR
-		end
+	if refresh_carried_files(copy_of) == nil then
+		return slurm.ERROR
 	end
 	return slurm.SUCCESS
 end

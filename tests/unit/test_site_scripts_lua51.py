@@ -924,7 +924,7 @@ COPIED_FUNCTIONS = [
     "shm_tmpfs",
     "small_file_content",
     "refresh_copy",
-    "changed_files",
+    "refresh_carried_files",
 ]
 
 

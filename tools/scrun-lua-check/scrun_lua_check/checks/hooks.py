@@ -18,9 +18,9 @@ def check_hooks(ctx: LintContext) -> None:
     candidates = {d.name: d.node for d in reversed(ctx.definitions) if d.func is not None}
     for hook in api.ALL_HOOKS:
         definitions = [d for d in ctx.hook_definitions if d.name == hook.name]
-        if not definitions and hook in api.OPTIONAL_HOOKS:
-            continue
         if not definitions:
+            if hook in api.OPTIONAL_HOOKS:
+                continue
             match = closest(hook.name, candidates)
             hint = f"; did you mean '{match}' (line {candidates[match].line})?" if match else ""
             ctx.report_at(1, 1, "E501", f"required function '{hook.name}' is not defined{hint}")
