@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import REPO, slurm_bin_dir, with_cluster_staging, with_staging
+from conftest import REPO, node_roots, slurm_bin_dir, with_cluster_staging, with_staging
 from helpers import copy_out, local_popen, scrun_podman, wait_for
 
 if TYPE_CHECKING:
@@ -332,3 +332,64 @@ def test_a_container_whose_end_slurmctld_never_confirms_is_copied_back_by_a_late
     finally:
         (bin_dir / "squeue.answers").touch()
         shutil.rmtree(out, ignore_errors=True)
+
+
+def stepd_of(cluster: Cluster, job_id: int) -> int:
+    """The pid of the slurmstepd that runs the container's step of `job_id` (the one named
+    `scrun`) on its node (the nodes' processes are this host's, one pid space); 0 while
+    there is none."""
+    listed = cluster.run(["squeue", "-h", "-s", "-j", str(job_id), "-o", "%i %j"], timeout=30)
+    steps = [line.split()[0] for line in listed.stdout.splitlines() if line.endswith(" scrun")]
+    done = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True)
+    for line in done.stdout.splitlines()[1:]:
+        pid, _, args = line.strip().partition(" ")
+        if steps and args.strip() == f"slurmstepd: [{steps[0]}]":
+            return int(pid)
+    return 0
+
+
+def test_a_sigkill_ends_a_container_whose_step_slurm_lost(
+    cluster: Cluster, site_runtime: MakeSite, no_leftovers: Callable[..., None]
+) -> None:
+    """The step's slurmstepd dies on its node: Slurm can no longer signal the step, and its
+    srun would wait until the job's time limit (`podman stop` failing each time). A `kill`
+    SIGKILL still ends the container, within the 5 s podman waits: 2 s later the anchor
+    says why on its stderr and cancels the job; the container exits 137, what it wrote to
+    its bind mount before comes back, and nothing is left."""
+    staging = (Path(cluster.slurm_conf).parent / "scrun.lua").read_text()  # the cluster's
+    site = site_runtime(staging)
+    out = Path(f"/var/tmp/scrun-lost-{uuid.uuid4().hex[:10]}")
+    out.mkdir()
+    name = f"lost-{uuid.uuid4().hex[:10]}"
+    job_id = -1
+    try:
+        program = "echo before > /out/f; echo running; exec sleep 300"
+        done = site.podman(
+            "run", "-d", "--name", name, "-v", f"{out}:/out", IMAGE, "sh", "-c", program
+        )
+        assert done.returncode == 0, done.stderr
+        container_id = done.stdout.strip()
+        wait_for("the container running", lambda: "running" in site.podman("logs", name).stdout)
+        job_id = state_of(site, container_id)["jobId"]
+        stepd = wait_for(f"step {job_id}.0's slurmstepd", lambda: stepd_of(cluster, job_id))
+        os.kill(stepd, signal.SIGKILL)
+        killed = site.podman("kill", "-s", "KILL", name)
+        assert killed.returncode == 0, killed.stderr
+        waited = site.podman("wait", name, timeout=60)
+        assert waited.stdout.strip() == "137", waited
+        said = site.podman("logs", name).stderr
+        assert (
+            f"scrun: error: container {container_id}'s step still runs 2 s after SIGKILL: "
+            f"cancelling job {job_id}"
+        ) in said, said
+        assert (out / "f").read_text() == "before\n"
+        assert site.podman("rm", name).returncode == 0
+    finally:
+        site.podman("rm", "-f", "-t", "0", name)
+        shutil.rmtree(out, ignore_errors=True)
+        # The slurmstepd killed here would have run oci.conf's RunTimeDelete at the step's
+        # end: the node's crun state of the step is the fault's to leave, not scrun's.
+        for root in node_roots(cluster.env).values():
+            for state in (root / "run" / "user").glob(f"*/crun/*.{job_id}.*"):
+                shutil.rmtree(state)
+    no_leftovers()

@@ -816,3 +816,58 @@ def test_serve_starts_a_queued_container_once_granted(
     state = saved(spool)
     assert (state.status, state.exit_code, state.job_state) == (Status.STOPPED, 5, "RUNNING")
     assert job_status(site) == "5"  # salloc ended the job with the container's status
+
+
+def test_a_step_that_outlives_a_sigkill_has_its_job_cancelled(
+    fp, site, spool, created, restore_signals, capfd, monkeypatch
+) -> None:
+    """A `kill` SIGKILL Slurm cannot deliver (the step's slurmstepd is gone: Slurm lists
+    the step and srun waits for it, until the job's time limit): SIGKILL_PATIENCE seconds
+    later the anchor says so, cancels the job and kills srun, and the container ends with
+    137, as the SIGKILL would have ended it (not with what srun says of a lost step)."""
+    monkeypatch.setattr(container_module, "SIGKILL_PATIENCE", 0.2)
+    (site.bin / "srun").write_text("#!/bin/sh\ntrap '' TERM\nexec sleep 30\n")
+    steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"})
+    replies: list[dict[str, object]] = []
+
+    def start_then_kill() -> None:
+        replies.append(protocol.request(spool.socket, {"op": "start"}))
+        replies.append(protocol.request(spool.socket, {"op": "kill", "signal": 9}))
+
+    once_serving(start_then_kill)
+    assert created.serve() == 128 + signal.SIGKILL
+    assert replies == [{"ok": True}, {"ok": True}]
+    assert steps.events[:3] == [
+        f"squeue: {JOB}.0 scrun",
+        f"scancel --signal=9 {JOB}.0",  # the tasks never get it (faked)
+        f"scancel {JOB}",  # SIGKILL_PATIENCE later: the job
+    ]
+    state = saved(spool)
+    assert (state.status, state.exit_code, state.error) == (Status.STOPPED, 137, None)
+    assert job_status(site) == "137"
+    told = [line for line in capfd.readouterr().err.splitlines() if line.startswith("scrun:")]
+    assert (
+        f"scrun: error: container c1's step still runs 0.2 s after SIGKILL: cancelling job {JOB}"
+    ) in told
+
+
+def test_a_sigkill_the_step_obeys_cancels_no_job(
+    fp, site, spool, created, restore_signals, capfd, monkeypatch
+) -> None:
+    """The usual SIGKILL: the step ends well within SIGKILL_PATIENCE, and nothing more is
+    done (no scancel of the job; the container's code is srun's)."""
+    monkeypatch.setattr(container_module, "SIGKILL_PATIENCE", 5.0)
+    (site.bin / "srun").write_text("#!/bin/sh\nsleep 1; exit 3\n")
+    steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"})
+    steps.ends_by_itself(0, listings=1)
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+
+    def start_then_kill() -> None:
+        protocol.request(spool.socket, {"op": "start"})
+        protocol.request(spool.socket, {"op": "kill", "signal": 9})
+
+    once_serving(start_then_kill)
+    assert created.serve() == 3
+    assert f"scancel --signal=9 {JOB}.0" in steps.events
+    assert f"scancel {JOB}" not in steps.events
+    assert not [line for line in capfd.readouterr().err.splitlines() if "after SIGKILL" in line]

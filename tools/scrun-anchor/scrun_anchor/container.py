@@ -6,8 +6,10 @@ Container.serve(): fetch the job environment (while podman prepares `start`); an
            a job still queued, a stage-in still running) and `kill`; while the job waits
            in the queue, read its reason now and then and say it on the container's
            stderr; tell the Life (scrun_anchor.life, the container's one state machine)
-           of the step's end, a SIGTERM/SIGINT (what `scrun delete` sends), or a failed
-           preparation or launch; then stop().
+           of the step's end, a SIGTERM/SIGINT (what `scrun delete` sends), a failed
+           preparation or launch, or a step still running SIGKILL_PATIENCE seconds
+           after a `kill` SIGKILL (Slurm could not deliver it: its job is cancelled);
+           then stop().
 Container.stop(): (stopping) end the step (scancel, then SIGTERM → SIGKILL to a stuck
            srun; then its steps cancelled in Slurm until none is listed: its tasks have
            ended), record the exit code, end the preparation (a queued job withdrawn;
@@ -34,11 +36,11 @@ from scrunlib.slurm_commands import (
     STEP_QUIET_ENV,
     StepCommand,
     container_step_names,
-    remote_command_argv,
     step_argv,
 )
 from scrunlib.state import Status, process_start_time, shell_exit_code
 
+from scrun_anchor import step_end
 from scrun_anchor.life import Event, Phase
 from scrun_anchor.queue import QueueWatch
 
@@ -49,6 +51,10 @@ SRUN_OUT_OF_MEMORY = 1
 # Slurm lists it until slurmstepd reports it complete, a moment later; cancelled then, its
 # accounting record would say CANCELLED (and hide an OUT_OF_MEMORY).
 STEP_END_PATIENCE = 2.0
+# Seconds a step may outlive the engine's SIGKILL before its job is cancelled: Slurm
+# delivers a signal to a step in well under a second, and podman waits 5 s for a killed
+# container's end.
+SIGKILL_PATIENCE = 2.0
 # Seconds between two questions to a slurmctld that did not answer at a container's end:
 # 2, 4, 8, then this (each up to half again, by pid: containers that ended in an outage do
 # not ask it all at once; a quick restart is seen quickly).
@@ -96,6 +102,10 @@ class Container:
         # run while state.json is being written)
         self.stop_signal: str | None = None
         self.exit_code = 0
+        # time.monotonic() when the engine's SIGKILL went to the running step; and whether
+        # the step outlived it (its job was ended then, `_end_lost_step`)
+        self.killed_at: float | None = None
+        self.step_lost = False
 
     # ------------------------------------------------------------------ serve
     def serve(self) -> int:
@@ -137,6 +147,8 @@ class Container:
             self.life.stop(self.stop_signal)
         if not self.life.ending and self.step is not None and self.step.poll() is not None:
             self.life.transition(Event.STEP_ENDED)
+        elif not self.life.ending and self._outlived_sigkill():
+            self._end_lost_step()
         return not self.life.ending
 
     def _timeout(self) -> float | None:
@@ -291,6 +303,38 @@ class Container:
             self.life.stop(f"signal {signum} before its step started")
         elif state.status == Status.RUNNING:
             self._signal_step(signum)
+            if signum == signal.SIGKILL and self.killed_at is None:
+                self.killed_at = time.monotonic()
+
+    def _outlived_sigkill(self) -> bool:
+        """Whether the step still runs SIGKILL_PATIENCE seconds after the engine's SIGKILL."""
+        return self.killed_at is not None and (
+            time.monotonic() - self.killed_at >= SIGKILL_PATIENCE
+        )
+
+    def _end_lost_step(self) -> None:
+        """The step outlived the engine's SIGKILL: Slurm could not deliver it (the step's
+        slurmstepd is gone, say, and its srun would wait for it until the job's time
+        limit). A SIGKILL is final: the job is cancelled, which ends every process of it on
+        its nodes (not a job it joined, which is not ours to end), srun, which has nothing
+        left to wait for, is killed, and the container ends with 128+9, as the SIGKILL
+        would have ended it."""
+        state = self.state
+        ends = "killing its srun" if state.existing_job else f"cancelling job {self._job_id()}"
+        message = (
+            f"container {state.id}'s step still runs {SIGKILL_PATIENCE:g} s after SIGKILL: {ends}"
+        )
+        log.error(message)
+        self.stderr.say(f"scrun: error: {message}")
+        self.step_lost = True
+        if not state.existing_job:
+            try:
+                self.slurm.cancel(self._job_id())
+            except SlurmError as exc:
+                log.error(exc.message)
+        if self.step is not None:
+            self.step.signal(signal.SIGKILL)
+        self.life.stop("its step outlived SIGKILL")
 
     def _signal_step(self, signum: int) -> None:
         """Signal our step, found by its name. Not the job: Slurm turns a job-level SIGKILL
@@ -324,14 +368,18 @@ class Container:
             tasks_ended = self._end_tasks()
             if status == SRUN_OUT_OF_MEMORY:
                 status = self._status_under_out_of_memory(status)
+            if self.step_lost:  # what srun says of it is not what the SIGKILL did
+                status = -signal.SIGKILL
             self.exit_code = shell_exit_code(status)
             self.clock.stop("run")
         if self.life.asked_to_stop:
             log.info(f"stopping container {state.id}: {self.life.why}")
-        if self.exit_code != 0 and self.step is not None:
-            self._report_job_end()
-            if self._failed_at_launch():
-                self._explain_failed_launch()
+        if self.exit_code != 0 and self.step is not None and not self.step_lost:
+            step_end.report_job_end(self.slurm, state, self.stderr)
+            if self._failed_at_launch() and self.preparation.run_bundle is not None:
+                step_end.explain_failed_launch(
+                    self.slurm, state, self.preparation.run_bundle, self.stderr, self.site
+                )
         state.exit_code = self.exit_code
         state.save(self.spool)  # should we die in stage-out, `state` has the exit code
         self.preparation.end(self.exit_code, tasks_ended=tasks_ended)  # done: `stopped`
@@ -426,25 +474,6 @@ class Container:
         self.stderr.say(f"scrun: error: {message}")
         return False
 
-    def _report_job_end(self) -> None:
-        """Say why, when Slurm (not the container) ended the step: time limit, scancel."""
-        state = self.state
-        if state.existing_job:
-            return
-        deadline = time.monotonic() + 2.0
-        try:
-            job_state = self.slurm.job_record(self._job_id()).get("JobState", "")
-            # An ending job shows COMPLETING for a moment before it says how it ended.
-            while job_state == "COMPLETING" and time.monotonic() < deadline:
-                time.sleep(0.1)
-                job_state = self.slurm.job_record(self._job_id()).get("JobState", "")
-        except SlurmError:
-            return
-        if job_state in ("TIMEOUT", "CANCELLED", "FAILED", "NODE_FAIL", "PREEMPTED", "DEADLINE"):
-            state.error = f"job {self._job_id()} ended by Slurm: {job_state}"
-            log.error(state.error)
-            self.stderr.say(f"scrun: {state.error}")  # in place of slurmstepd's banner
-
     def _failed_at_launch(self) -> bool:
         """The step failed so soon after its start that it may never have launched (and
         neither Slurm nor a stop request ended it)."""
@@ -454,32 +483,6 @@ class Container:
             and self.state.error is None
             and time.monotonic() - self.step_started < nodecheck.LAUNCH_WINDOW
         )
-
-    def _explain_failed_launch(self) -> None:
-        """Say in one line what the job's nodes cannot see, when that is why the step
-        failed (scrunlib.nodecheck)."""
-        state = self.state
-        oci_conf = os.path.join(os.path.dirname(self.slurm.slurm_conf), "oci.conf")
-        try:
-            with open(oci_conf, encoding="utf-8", errors="replace") as stream:
-                runtime_dir = nodecheck.uses_runtime_dir(stream.read())
-        except OSError:
-            runtime_dir = False
-        run_bundle = self.preparation.run_bundle
-        if run_bundle is None:
-            return
-        script = nodecheck.check_script(run_bundle.path, state.rootfs, runtime_dir=runtime_dir)
-        argv = remote_command_argv(self.slurm.path("srun"), self._job_id(), script, "scrun-check")
-        try:
-            _, output, _ = self.slurm.run(argv, timeout=self.site.step_grace + 10)
-        except SlurmError as exc:
-            log.verbose(f"could not check the nodes: {exc.message}")
-            return
-        message = nodecheck.diagnosis(output, run_bundle.path, state.rootfs)
-        if message is not None:
-            state.error = message
-            log.error(message)
-            self.stderr.say(f"scrun: error: {message}")  # the one line the user sees
 
 
 def _drain(fd: int) -> None:

@@ -22,7 +22,8 @@ The events: `granted` (salloc's answer, or the job joined), `staged`, `launched`
 ended` (srun ended by itself: the container's main process exited, or Slurm ended the
 step or the job, the job's time limit say), `failed` (preparing or launching the container
 failed; a job that ended while queued is one), `stop` (SIGTERM, SIGINT or SIGHUP, which
-`scrun delete` sends; `kill` before the step runs), `staged out`, `released`.
+`scrun delete` sends; `kill` before the step runs; a step that outlives a `kill` SIGKILL,
+whose job is cancelled then), `staged out`, `released`.
 
 state.json's status (what the other scrun commands read) follows: entering `running` makes
 it running, `stopping` stopping (shown as running), `done` stopped. `created` (reported to

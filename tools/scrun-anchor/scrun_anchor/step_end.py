@@ -1,0 +1,74 @@
+"""Why a container's step ended, said to the user in one line when the container did not
+end it itself: Slurm ended its job (a time limit, scancel), or the step failed at its
+launch because the job's nodes cannot see what it runs (scrunlib.nodecheck)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from scrunlib import log, nodecheck
+from scrunlib.errors import SlurmError
+from scrunlib.slurm_commands import remote_command_argv
+
+TYPE_CHECKING = False  # typing is off the anchor's path (lint_tree/hotpath.py)
+if TYPE_CHECKING:
+    from scrunlib.bundle import NodeBundle
+    from scrunlib.siteconfig import SiteConfig
+    from scrunlib.slurm import Slurm
+    from scrunlib.state import ContainerState
+
+    from scrun_anchor.channel import ContainerStderr
+
+# The states a job Slurm ended is left in, as `scontrol show job` says them.
+ENDED_BY_SLURM = ("TIMEOUT", "CANCELLED", "FAILED", "NODE_FAIL", "PREEMPTED", "DEADLINE")
+
+
+def report_job_end(slurm: Slurm, state: ContainerState, stderr: ContainerStderr) -> None:
+    """Say why, when Slurm (not the container) ended the step of a job of the container's
+    own: time limit, scancel. `state.error` says it too."""
+    if state.existing_job or state.job_id is None:
+        return
+    job_id = state.job_id
+    deadline = time.monotonic() + 2.0
+    try:
+        job_state = slurm.job_record(job_id).get("JobState", "")
+        # An ending job shows COMPLETING for a moment before it says how it ended.
+        while job_state == "COMPLETING" and time.monotonic() < deadline:
+            time.sleep(0.1)
+            job_state = slurm.job_record(job_id).get("JobState", "")
+    except SlurmError:
+        return
+    if job_state in ENDED_BY_SLURM:
+        state.error = f"job {job_id} ended by Slurm: {job_state}"
+        log.error(state.error)
+        stderr.say(f"scrun: {state.error}")  # in place of slurmstepd's banner
+
+
+def explain_failed_launch(
+    slurm: Slurm,
+    state: ContainerState,
+    run_bundle: NodeBundle,
+    stderr: ContainerStderr,
+    site: SiteConfig,
+) -> None:
+    """Say in one line what the job's nodes cannot see, when that is why the step failed:
+    a check run on them (scrunlib.nodecheck) tells. `state.error` says it too."""
+    oci_conf = os.path.join(os.path.dirname(slurm.slurm_conf), "oci.conf")
+    try:
+        with open(oci_conf, encoding="utf-8", errors="replace") as stream:
+            runtime_dir = nodecheck.uses_runtime_dir(stream.read())
+    except OSError:
+        runtime_dir = False
+    script = nodecheck.check_script(run_bundle.path, state.rootfs, runtime_dir=runtime_dir)
+    argv = remote_command_argv(slurm.path("srun"), state.job_id or 0, script, "scrun-check")
+    try:
+        _, output, _ = slurm.run(argv, timeout=site.step_grace + 10)
+    except SlurmError as exc:
+        log.verbose(f"could not check the nodes: {exc.message}")
+        return
+    message = nodecheck.diagnosis(output, run_bundle.path, state.rootfs)
+    if message is not None:
+        state.error = message
+        log.error(message)
+        stderr.say(f"scrun: error: {message}")  # the one line the user sees
