@@ -140,6 +140,7 @@ def parse(path: str, config: Any, config_file: str | None = None) -> Bundle:
     terminal = _expect(process.get("terminal", False), bool, "process.terminal", "a boolean")
     if "user" in process:
         _check_user(process["user"])
+    _check_rlimits(process.get("rlimits", []))
     _check_mounts(config.get("mounts", []))
     _check_namespaces(config.get("linux"))
     annotations = _expect(config.get("annotations", {}), dict, "annotations", "an object")
@@ -180,6 +181,39 @@ def _check_user(user: Any) -> None:
     for where, number in ids:
         if not 0 <= _expect(number, int, where, what) < _ID_LIMIT:
             raise InvalidInput(f"config.json: {where} must be {what}")
+
+
+# The resource limits Linux has (setrlimit(2)): the runtime-spec's process.rlimits types.
+RLIMIT_TYPES = frozenset(
+    f"RLIMIT_{name}"
+    for name in (
+        "AS", "CORE", "CPU", "DATA", "FSIZE", "LOCKS", "MEMLOCK", "MSGQUEUE", "NICE",
+        "NOFILE", "NPROC", "RSS", "RTPRIO", "RTTIME", "SIGPENDING", "STACK",
+    )
+)  # fmt: skip
+_RLIMIT_LIMIT = 1 << 64  # soft and hard: unsigned 64-bit
+
+
+def _check_rlimits(rlimits: Any) -> None:
+    """process.rlimits as Linux can set them: each a known RLIMIT_* type with unsigned 64-bit
+    `soft` and `hard`, soft at most hard. The runtime on the node refuses any other, but
+    only once the job was granted and staged (the OCI runtime spec: an error at create)."""
+    _expect(rlimits, list, "process.rlimits", "a list of objects")
+    what = f"an integer from 0 to {_RLIMIT_LIMIT - 1}"
+    for index, rlimit in enumerate(rlimits):
+        where = f"process.rlimits[{index}]"
+        _expect(rlimit, dict, where, "an object")
+        kind = rlimit.get("type")
+        if kind not in RLIMIT_TYPES:
+            raise InvalidInput(f"config.json: {where}.type {kind!r} is not a Linux resource limit")
+        soft, hard = (
+            _expect(rlimit.get(key), int, f"{where}.{key}", what) for key in ("soft", "hard")
+        )
+        for key, value in (("soft", soft), ("hard", hard)):
+            if not 0 <= value < _RLIMIT_LIMIT:
+                raise InvalidInput(f"config.json: {where}.{key} must be {what}")
+        if soft > hard:
+            raise InvalidInput(f"config.json: {where}: soft {soft} is above hard {hard}")
 
 
 def _check_mounts(mounts: Any) -> None:

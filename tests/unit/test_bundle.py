@@ -29,6 +29,10 @@ def test_good_bundle(tmp_path):
     assert bundle.oci_version == "1.0.2"
 
 
+def rlimit(kind: str = "RLIMIT_NOFILE", soft: object = 8, hard: object = 8) -> dict[str, object]:
+    return {"type": kind, "soft": soft, "hard": hard}
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -46,6 +50,13 @@ def test_good_bundle(tmp_path):
         (lambda c: c["process"].update(user={"umask": "022"}), "process.user.umask"),
         (lambda c: c["process"].update(user={"additionalGids": 5}), "additionalGids must be a"),
         (lambda c: c["process"].update(user={"additionalGids": [1, -3]}), "additionalGids[1]"),
+        (lambda c: c["process"].update(rlimits={}), "process.rlimits must be a list"),
+        (lambda c: c["process"].update(rlimits=[rlimit("RLIMIT_TEST")]), "'RLIMIT_TEST' is not"),
+        (lambda c: c["process"].update(rlimits=[{"soft": 1, "hard": 1}]), "None is not a Linux"),
+        (lambda c: c["process"].update(rlimits=[rlimit(soft=-1)]), "rlimits[0].soft must be"),
+        (lambda c: c["process"].update(rlimits=[rlimit(hard=1 << 64)]), "rlimits[0].hard"),
+        (lambda c: c["process"].update(rlimits=[rlimit(hard="8")]), "rlimits[0].hard"),
+        (lambda c: c["process"].update(rlimits=[rlimit(soft=9, hard=8)]), "soft 9 is above"),
         (lambda c: c.pop("root"), "root"),
         (lambda c: c.update(annotations=[]), "annotations"),
         (lambda c: c.update(annotations={"k": 1}), "annotations"),
@@ -70,6 +81,13 @@ def test_a_well_formed_user_passes(tmp_path):
     config = json.loads(json.dumps(GOOD))
     config["process"]["user"] = user
     assert bundles.load(write(tmp_path, config)).config["process"]["user"] == user
+
+
+def test_linux_resource_limits_pass(tmp_path):
+    rlimits = [rlimit("RLIMIT_CORE", 0, 0), rlimit(soft=1024, hard=(1 << 64) - 1)]
+    config = json.loads(json.dumps(GOOD))
+    config["process"]["rlimits"] = rlimits
+    assert bundles.load(write(tmp_path, config)).config["process"]["rlimits"] == rlimits
 
 
 def test_well_formed_mounts_pass(tmp_path):
