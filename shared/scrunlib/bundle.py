@@ -204,7 +204,7 @@ def _check_rlimits(rlimits: Any) -> None:
         where = f"process.rlimits[{index}]"
         _expect(rlimit, dict, where, "an object")
         kind = rlimit.get("type")
-        if kind not in RLIMIT_TYPES:
+        if not isinstance(kind, str) or kind not in RLIMIT_TYPES:
             raise InvalidInput(f"config.json: {where}.type {kind!r} is not a Linux resource limit")
         soft, hard = (
             _expect(rlimit.get(key), int, f"{where}.{key}", what) for key in ("soft", "hard")

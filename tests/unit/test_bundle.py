@@ -29,7 +29,7 @@ def test_good_bundle(tmp_path):
     assert bundle.oci_version == "1.0.2"
 
 
-def rlimit(kind: str = "RLIMIT_NOFILE", soft: object = 8, hard: object = 8) -> dict[str, object]:
+def rlimit(kind: object = "RLIMIT_NOFILE", soft: object = 8, hard: object = 8) -> dict[str, object]:
     return {"type": kind, "soft": soft, "hard": hard}
 
 
@@ -53,6 +53,7 @@ def rlimit(kind: str = "RLIMIT_NOFILE", soft: object = 8, hard: object = 8) -> d
         (lambda c: c["process"].update(rlimits={}), "process.rlimits must be a list"),
         (lambda c: c["process"].update(rlimits=[rlimit("RLIMIT_TEST")]), "'RLIMIT_TEST' is not"),
         (lambda c: c["process"].update(rlimits=[{"soft": 1, "hard": 1}]), "None is not a Linux"),
+        (lambda c: c["process"].update(rlimits=[rlimit(["RLIMIT_CORE"])]), "['RLIMIT_CORE'] is"),
         (lambda c: c["process"].update(rlimits=[rlimit(soft=-1)]), "rlimits[0].soft must be"),
         (lambda c: c["process"].update(rlimits=[rlimit(hard=1 << 64)]), "rlimits[0].hard"),
         (lambda c: c["process"].update(rlimits=[rlimit(hard="8")]), "rlimits[0].hard"),
