@@ -177,10 +177,16 @@ def _check_user(user: Any) -> None:
         user.get("additionalGids", []), list, "process.user.additionalGids", "a list of ids"
     )
     ids += [(f"process.user.additionalGids[{n}]", gid) for n, gid in enumerate(additional)]
-    what = f"an integer from 0 to {_ID_LIMIT - 1}"
     for where, number in ids:
-        if not 0 <= _expect(number, int, where, what) < _ID_LIMIT:
-            raise InvalidInput(f"config.json: {where} must be {what}")
+        _expect_unsigned(number, _ID_LIMIT, where)
+
+
+def _expect_unsigned(value: Any, limit: int, where: str) -> int:
+    """An integer from 0 to `limit` - 1 (the runtime-spec's unsigned fields)."""
+    what = f"an integer from 0 to {limit - 1}"
+    if not 0 <= _expect(value, int, where, what) < limit:
+        raise InvalidInput(f"config.json: {where} must be {what}")
+    return int(value)
 
 
 # The resource limits Linux has (setrlimit(2)): the runtime-spec's process.rlimits types.
@@ -199,19 +205,14 @@ def _check_rlimits(rlimits: Any) -> None:
     `soft` and `hard`, soft at most hard. The runtime on the node refuses any other, but
     only once the job was granted and staged (the OCI runtime spec: an error at create)."""
     _expect(rlimits, list, "process.rlimits", "a list of objects")
-    what = f"an integer from 0 to {_RLIMIT_LIMIT - 1}"
     for index, rlimit in enumerate(rlimits):
         where = f"process.rlimits[{index}]"
         _expect(rlimit, dict, where, "an object")
         kind = rlimit.get("type")
         if not isinstance(kind, str) or kind not in RLIMIT_TYPES:
             raise InvalidInput(f"config.json: {where}.type {kind!r} is not a Linux resource limit")
-        soft, hard = (
-            _expect(rlimit.get(key), int, f"{where}.{key}", what) for key in ("soft", "hard")
-        )
-        for key, value in (("soft", soft), ("hard", hard)):
-            if not 0 <= value < _RLIMIT_LIMIT:
-                raise InvalidInput(f"config.json: {where}.{key} must be {what}")
+        soft = _expect_unsigned(rlimit.get("soft"), _RLIMIT_LIMIT, f"{where}.soft")
+        hard = _expect_unsigned(rlimit.get("hard"), _RLIMIT_LIMIT, f"{where}.hard")
         if soft > hard:
             raise InvalidInput(f"config.json: {where}: soft {soft} is above hard {hard}")
 
