@@ -279,12 +279,14 @@ def job_exit_status(exit_code: int) -> str:
 def cancel_argv(
     scancel: str, job_id: int, signal: int | None = None, step_id: int | None = None
 ) -> list[str]:
+    """`scancel` of a job, a step or a signal to either. --quiet only for a plain job
+    cancel, which succeeds on a job that is ending or gone: a step's cancel or a signal
+    then fails (exit 1) either way, and only scancel's message ("Invalid job id
+    specified") tells that from other failures (Slurm.cancel reads it)."""
     target = f"{job_id}.{step_id}" if step_id is not None else str(job_id)
-    if signal is None:
-        return [scancel, "--quiet", target]
-    # Not --quiet: a signal to a job that is ending or gone fails (exit 1) either way, and
-    # only scancel's message ("Invalid job id specified") tells that from other failures.
-    return [scancel, f"--signal={signal}", target]
+    if signal is not None:
+        return [scancel, f"--signal={signal}", target]
+    return [scancel, target] if step_id is not None else [scancel, "--quiet", target]
 
 
 def version_argv(srun: str) -> list[str]:

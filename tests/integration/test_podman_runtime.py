@@ -240,6 +240,40 @@ def test_stop_after_slurm_cancelled_the_job_succeeds(
     assert removed.returncode == 0, removed.stderr
 
 
+@pytest.mark.parametrize("end", ["kill", "rm"])
+def test_a_sigkill_after_slurm_cancelled_the_job_ends_the_container_in_time(
+    cluster: Cluster, podman: Podman, container_name: str, end: str, tmp_path: Path,
+    no_leftovers: Callable[..., None],
+) -> None:  # fmt: skip
+    """Slurm refuses a SIGKILL to a step of a job cancelled from outside, and leaves its
+    tasks (which ignore SIGTERM here) until KillWait ends them, while podman waits 5 s for
+    a killed container's end. The SIGKILL is final all the same: `podman kill -s KILL` or
+    `podman rm -f` succeeds, the container exits 137, and what it wrote to its bind mount
+    comes back (stage-out waits for the tasks' end, in the `scrun delete` that follows).
+    Before, both timed out and left the container `Stopping`."""
+    out = tmp_path / "out"
+    out.mkdir()
+    program = "trap '' TERM; echo before > /out/f; echo running; exec sleep 300"
+    started = podman.scrun(
+        "run", "-d", "--name", container_name, "-v", f"{out}:/out", IMAGE, "sh", "-c", program
+    )
+    assert started.returncode == 0, started.stderr
+    job_id = job_with_a_step(cluster, started.stdout.strip())
+    wait_for(
+        "the container running", lambda: "running" in podman.scrun("logs", container_name).stdout
+    )
+    assert cluster.run(["scancel", job_id]).returncode == 0
+    if end == "kill":
+        killed = podman.scrun("kill", "-s", "KILL", container_name)
+        assert killed.returncode == 0, killed.stderr
+        assert podman.scrun("wait", container_name).stdout.strip() == "137"
+        assert podman.scrun("rm", container_name).returncode == 0
+    else:
+        removed = podman.scrun("rm", "-f", "-t", "0", container_name)
+        assert removed.returncode == 0, removed.stderr
+    assert (out / "f").read_text() == "before\n"
+
+
 def test_run_timeout_ends_the_container_as_through_crun(
     podman: Podman, no_leftovers: Callable[..., None]
 ) -> None:

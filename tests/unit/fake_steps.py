@@ -4,7 +4,9 @@ the container's end (imported as `fake_steps`: pytest puts this folder on sys.pa
 `squeue -h -s -j JOB -o "%i %j"` lists the steps still running. A plain `scancel JOB.N`
 ends step N once squeue has listed it `lingers` more times (its tasks take that long to
 die on the node); `scancel --signal=...` ends nothing (a signal the tasks survive, or
-that never reaches them). The next `unanswered` listings fail, as while slurmctld is
+that never reaches them). `scancel JOB` ends every step at once, unless the job was
+already being cancelled (`job_cancelled`: someone else's scancel, whose tasks live on
+until KillWait ends them): then nothing. The next `unanswered` listings fail, as while slurmctld is
 down. `events` says what happened, in order, for a test to check that stage-out came
 only after the steps were gone.
 """
@@ -24,6 +26,7 @@ class FakeSteps:
     ) -> None:
         self.job_id, self.running, self.lingers = job_id, dict(running), lingers
         self.unanswered = 0  # listings left that fail as squeue does while slurmctld is down
+        self.job_cancelled = False
         self.events: list[str] = []
         self._ending: dict[int, int] = {}  # step -> listings left before it is gone
         fp.register(
@@ -60,6 +63,7 @@ class FakeSteps:
         if options or int(job) != self.job_id:
             return
         if not step:
-            self.running.clear()  # the whole job
+            if not self.job_cancelled:
+                self.running.clear()  # the whole job
         elif int(step) in self.running:
             self._ending.setdefault(int(step), self.lingers)

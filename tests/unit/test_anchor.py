@@ -576,10 +576,10 @@ def test_a_joined_job_runs_a_step_of_its_own_and_is_not_ended(
     assert (state.existing_job, state.step_name) == (True, "scrun-c1")
     assert not site.ran("salloc")
     fp.register([site.tool("squeue"), fp.any()], stdout=f"{JOB}.4 scrun-c1\n{JOB}.0 other\n")
-    fp.register([site.tool("scancel"), "--quiet", f"{JOB}.4"])
+    fp.register([site.tool("scancel"), f"{JOB}.4"])
     fp.register([site.tool("scancel"), "--quiet", str(JOB)])  # counted, had it run
     assert container.stop() == 0
-    assert fp.call_count([site.tool("scancel"), "--quiet", f"{JOB}.4"]) == 1
+    assert fp.call_count([site.tool("scancel"), f"{JOB}.4"]) == 1
     assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 0  # not ours to end
 
 
@@ -848,6 +848,44 @@ def test_a_step_that_outlives_a_sigkill_has_its_job_cancelled(
     told = [line for line in capfd.readouterr().err.splitlines() if line.startswith("scrun:")]
     assert (
         f"scrun: error: container c1's step still runs 0.2 s after SIGKILL: cancelling job {JOB}"
+    ) in told
+
+
+def test_a_sigkill_after_someone_elses_scancel_ends_the_container_in_time(
+    fp, site, spool, bundle, staged, restore_signals, capfd, monkeypatch
+) -> None:
+    """The job was cancelled by someone else: Slurm refuses our SIGKILL (the job is
+    "already completing") and leaves the tasks until KillWait ends them (30 s by default,
+    podman waits 5). The SIGKILL is final all the same: the container ends with 137 after
+    SIGKILL_PATIENCE + LOST_STEP_WAIT, and stage-out, which must not copy files a task may
+    still write, is left to the `scrun delete` the engine runs next, the user told."""
+    monkeypatch.setattr(container_module, "SIGKILL_PATIENCE", 0.2)
+    monkeypatch.setattr(container_module, "LOST_STEP_WAIT", 0.3)
+    (site.bin / "srun").write_text("#!/bin/sh\ntrap '' TERM\nexec sleep 30\n")
+    steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"}, lingers=10**6)
+    steps.job_cancelled = True
+    seen = record_stage_out(monkeypatch, spool, steps)
+
+    def start_then_kill() -> None:
+        protocol.request(spool.socket, {"op": "start"})
+        protocol.request(spool.socket, {"op": "kill", "signal": 9})
+
+    once_serving(start_then_kill)
+    began = time.monotonic()
+    assert staged.serve() == 128 + signal.SIGKILL
+    assert time.monotonic() - began < 3.0  # not site.step_grace (10 s)
+    assert seen == [] and os.path.exists(spool.stage_file)
+    state = saved(spool)
+    assert (state.status, state.exit_code) == (Status.STOPPED, 137)
+    told = [line for line in capfd.readouterr().err.splitlines() if line.startswith("scrun:")]
+    # (the anchor's log reaches this stderr too in a unit test: `in`, not `==`)
+    assert (
+        f"scrun: error: container c1's step still runs 0.2 s after SIGKILL: cancelling job {JOB}"
+    ) in told
+    assert (
+        f"scrun: error: container c1's files were not copied back: its steps in job {JOB} "
+        "still run 0.3 s after they were cancelled; `scrun delete c1` copies them once "
+        "Slurm says its tasks have ended"
     ) in told
 
 

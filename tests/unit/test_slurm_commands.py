@@ -88,7 +88,8 @@ def test_remote_command_runs_in_the_nodes_root_dir():
 
 def test_cancel_lines():
     assert cancel_argv("scancel", 4) == ["scancel", "--quiet", "4"]
-    # a signal without --quiet: only scancel's message tells an ending job (below)
+    # a step or a signal without --quiet: only scancel's message tells an ending job (below)
+    assert cancel_argv("scancel", 4, step_id=2) == ["scancel", "4.2"]
     assert cancel_argv("scancel", 4, signal=10, step_id=2) == ["scancel", "--signal=10", "4.2"]
 
 
@@ -178,12 +179,19 @@ def test_cancel_tolerates_finished_jobs(fp, slurm):
     )
     client.cancel(5)
     fp.register(
-        [f"{bindir}/scancel", "--quiet", "5.0"],
+        [f"{bindir}/scancel", "5.0"],
         returncode=1,
         stderr="scancel: error: Kill job error on job step id 5.0: Job/step already completing"
         " or completed\n",
     )
     client.cancel(5, step_id=0)
+    # a step of a job someone else cancelled, while Slurm ends it (KillWait)
+    fp.register(
+        [f"{bindir}/scancel", "5.1"],
+        returncode=1,
+        stderr="scancel: error: Kill job error on job step id 5.1: Invalid job id specified\n",
+    )
+    client.cancel(5, step_id=1)
     fp.register(
         [f"{bindir}/scancel", "--quiet", "6"], returncode=1, stderr="scancel: error: boom\n"
     )
@@ -270,9 +278,9 @@ def test_ending_our_own_allocation_cancels_the_job(fp, slurm):
 def test_ending_a_joined_job_cancels_only_our_steps(fp, slurm):
     client, bindir = slurm
     fp.register([f"{bindir}/squeue", fp.any()], stdout="9.0 other\n9.3 scrun-c1\n")
-    fp.register([f"{bindir}/scancel", "--quiet", "9.3"])
+    fp.register([f"{bindir}/scancel", "9.3"])
     client.end_container_job(9, existing_job=True, step_name="scrun-c1")
-    assert fp.call_count([f"{bindir}/scancel", "--quiet", "9.3"]) == 1
+    assert fp.call_count([f"{bindir}/scancel", "9.3"]) == 1
     assert fp.call_count([f"{bindir}/scancel", fp.any()]) == 1  # not the job, not step 0
 
 

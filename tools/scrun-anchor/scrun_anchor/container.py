@@ -44,17 +44,17 @@ from scrun_anchor import step_end
 from scrun_anchor.life import Event, Phase
 from scrun_anchor.queue import QueueWatch
 
-# srun's status for a step the cgroup OOM killer ended: a plain failure, not 128+9
-SRUN_OUT_OF_MEMORY = 1
-
 # Seconds a step whose srun has ended by itself may stay listed before it is cancelled:
 # Slurm lists it until slurmstepd reports it complete, a moment later; cancelled then, its
 # accounting record would say CANCELLED (and hide an OUT_OF_MEMORY).
 STEP_END_PATIENCE = 2.0
 # Seconds a step may outlive the engine's SIGKILL before its job is cancelled: Slurm
 # delivers a signal to a step in well under a second, and podman waits 5 s for a killed
-# container's end.
+# container's end. Its tasks are then waited for LOST_STEP_WAIT seconds at most: a job
+# someone else cancelled keeps them until KillWait (30 s by default) ends them; stage-out
+# is left to `scrun delete`, which the engine runs next.
 SIGKILL_PATIENCE = 2.0
+LOST_STEP_WAIT = 1.0
 # Seconds between two questions to a slurmctld that did not answer at a container's end:
 # 2, 4, 8, then this (each up to half again, by pid: containers that ended in an outage do
 # not ask it all at once; a quick restart is seen quickly).
@@ -366,8 +366,7 @@ class Container:
         if self.step is not None:
             status = self._end_step(self.step)
             tasks_ended = self._end_tasks()
-            if status == SRUN_OUT_OF_MEMORY:
-                status = self._status_under_out_of_memory(status)
+            status = step_end.status_under_out_of_memory(self.slurm, state, self.site, status)
             if self.step_lost:  # what srun says of it is not what the SIGKILL did
                 status = -signal.SIGKILL
             self.exit_code = shell_exit_code(status)
@@ -416,35 +415,20 @@ class Container:
             escalating=escalating,
         )
 
-    def _status_under_out_of_memory(self, status: int) -> int:
-        """srun's 1, when Slurm says the cgroup OOM killer hit the step, is Slurm's mark and
-        not the container's code, whichever process was killed: the code is then the one
-        the step's nodes kept (the container's main process's, scrunlib.exit_record), else
-        137, what the OOM killer sent (as crun reports it). `status` when no OOM kill."""
-        job_id, step_name = self._job_id(), self.state.step_name
-        step = self.slurm.out_of_memory_step(job_id, step_name)
-        if step is None:
-            return status
-        code = self.slurm.recorded_exit_code(job_id, step, self.site.step_grace + 10)
-        if code is None:
-            log.verbose(f"step {job_id}.{step.step_id} ran out of memory; no exit code kept")
-            return -signal.SIGKILL
-        log.verbose(f"step {job_id}.{step.step_id} ran out of memory; its exit code: {code}")
-        return code
-
     def _end_tasks(self) -> bool:
         """Whether the container's tasks have ended on the nodes, as Slurm says once its
         steps are no longer listed: srun's end does not prove it (a srun killed by the
         escalation above, or lost, leaves them running). Steps still listed are cancelled
         (at once when we were asked to stop, else once they outlive STEP_END_PATIENCE) and
-        waited for, `step_grace` seconds at most. While slurmctld does not answer (a
-        restart, a failover), it is asked again for up to the site's `slurmctld_wait`
-        seconds, the user told once: stage-out left to `scrun delete` would run after the
-        engine removed the container, too late for its files to come back. When no answer
-        tells, the user reads why the container's files did not come back."""
+        waited for, `step_grace` seconds at most (LOST_STEP_WAIT after a lost SIGKILL).
+        While slurmctld does not answer (a restart, a failover), it is asked again for up
+        to the site's `slurmctld_wait` seconds, the user told once: stage-out left to
+        `scrun delete` would run after the engine removed the container, too late for its
+        files to come back. When no answer tells, the user reads why the container's files
+        did not come back."""
         state, job_id = self.state, self._job_id()
         names = container_step_names(state.step_name, state.existing_job)
-        grace = self.site.step_grace
+        grace = LOST_STEP_WAIT if self.step_lost else self.site.step_grace
         patience = 0.0 if self.life.asked_to_stop else min(STEP_END_PATIENCE, grace / 2)
         deadline = time.monotonic() + self.site.slurmctld_wait
         unanswered = 0

@@ -1,10 +1,12 @@
 """Why a container's step ended, said to the user in one line when the container did not
 end it itself: Slurm ended its job (a time limit, scancel), or the step failed at its
-launch because the job's nodes cannot see what it runs (scrunlib.nodecheck)."""
+launch because the job's nodes cannot see what it runs (scrunlib.nodecheck); and the exit
+code of a step the cgroup OOM killer hit."""
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 from scrunlib import log, nodecheck
@@ -22,6 +24,29 @@ if TYPE_CHECKING:
 
 # The states a job Slurm ended is left in, as `scontrol show job` says them.
 ENDED_BY_SLURM = ("TIMEOUT", "CANCELLED", "FAILED", "NODE_FAIL", "PREEMPTED", "DEADLINE")
+# srun's status for a step the cgroup OOM killer ended: a plain failure, not 128+9
+SRUN_OUT_OF_MEMORY = 1
+
+
+def status_under_out_of_memory(
+    slurm: Slurm, state: ContainerState, site: SiteConfig, status: int
+) -> int:
+    """srun's 1, when Slurm says the cgroup OOM killer hit the step, is Slurm's mark and
+    not the container's code, whichever process was killed: the code is then the one
+    the step's nodes kept (the container's main process's, scrunlib.exit_record), else
+    137, what the OOM killer sent (as crun reports it). `status` otherwise."""
+    if status != SRUN_OUT_OF_MEMORY:
+        return status
+    job_id, step_name = state.job_id or 0, state.step_name
+    step = slurm.out_of_memory_step(job_id, step_name)
+    if step is None:
+        return status
+    code = slurm.recorded_exit_code(job_id, step, site.step_grace + 10)
+    if code is None:
+        log.verbose(f"step {job_id}.{step.step_id} ran out of memory; no exit code kept")
+        return -signal.SIGKILL
+    log.verbose(f"step {job_id}.{step.step_id} ran out of memory; its exit code: {code}")
+    return code
 
 
 def report_job_end(slurm: Slurm, state: ContainerState, stderr: ContainerStderr) -> None:
