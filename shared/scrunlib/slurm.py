@@ -19,12 +19,15 @@ from scrunlib.slurm_commands import (
     EndedStep,
     cancel_argv,
     command_environment,
+    config_argv,
     ended_step,
     hostnames_argv,
     job_exit_status,
     job_record_argv,
+    kill_wait,
     named_steps,
     parse_scontrol_record,
+    queued_job_id,
     remote_command_argv,
     salloc_argv,
     step_states_argv,
@@ -44,6 +47,9 @@ if TYPE_CHECKING:
 
 # Seconds a Slurm command may take (salloc excepted: a pending job waits, as podman does).
 COMMAND_TIMEOUT = 60.0
+
+# Slurm's own default KillWait, for when scontrol cannot say.
+DEFAULT_KILL_WAIT = 30.0
 
 # How often `end_steps` looks again whether the steps it cancelled have ended (Slurm tells
 # no one: squeue is asked).
@@ -242,17 +248,6 @@ class Submission:
 REFUSAL_SECONDS = 10.0
 
 
-def queued_job_id(messages: str) -> int | None:
-    """The job id in salloc's `Pending job allocation N` (a job queued, not granted at
-    once), None when there is none."""
-    marker = "Pending job allocation "
-    at = messages.find(marker)
-    if at < 0:
-        return None
-    words = messages[at + len(marker) :].split(maxsplit=1)
-    return int(words[0]) if words and words[0].isdigit() else None
-
-
 def cluster_name(slurm_conf: str) -> str:
     """ClusterName from slurm.conf (for SLURM_CLUSTER_NAME and slurm.CLUSTER_NAME)."""
     try:
@@ -447,6 +442,17 @@ class Slurm:
             if waited >= timeout:
                 return False
             time.sleep(STEP_POLL_SECONDS)
+
+    def kill_wait(self) -> float:
+        """Seconds the tasks of a job Slurm is ending (a cancel, a time limit) may outlive
+        its SIGTERM before its SIGKILL: slurm.conf's KillWait, DEFAULT_KILL_WAIT when
+        slurmctld cannot say."""
+        try:
+            code, out, _ = self.run(config_argv(self.path("scontrol")))
+        except SlurmError:
+            return DEFAULT_KILL_WAIT
+        seconds = kill_wait(out) if code == 0 else None
+        return DEFAULT_KILL_WAIT if seconds is None else seconds
 
     def out_of_memory_step(self, job_id: int, step_name: str) -> EndedStep | None:
         """The job's ended step named `step_name`, when the accounting database says the

@@ -318,6 +318,33 @@ def user_jobs(listing: str) -> dict[int, tuple[str, str]]:
     return jobs
 
 
+def queued_job_id(messages: str) -> int | None:
+    """The job id in salloc's `Pending job allocation N` (a job queued, not granted at
+    once), None when there is none."""
+    marker = "Pending job allocation "
+    at = messages.find(marker)
+    if at < 0:
+        return None
+    words = messages[at + len(marker) :].split(maxsplit=1)
+    return int(words[0]) if words and words[0].isdigit() else None
+
+
+def config_argv(scontrol: str) -> list[str]:
+    """`scontrol show config`: slurmctld's configuration, `Name = value` a line."""
+    return [scontrol, "show", "config"]
+
+
+def kill_wait(config: str) -> float | None:
+    """KillWait's seconds in `scontrol show config`'s output (`KillWait = 30 sec`); None
+    when it is not there."""
+    for line in config.splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() == "KillWait":
+            number = (value.split() or [""])[0]
+            return float(number) if number.isdigit() else None
+    return None
+
+
 def job_record_argv(scontrol: str, job_id: int) -> list[str]:
     """`scontrol` printing the job's record on one line (`parse_scontrol_record`)."""
     return [scontrol, "-o", "show", "job", str(job_id)]

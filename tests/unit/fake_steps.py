@@ -6,9 +6,10 @@ ends step N once squeue has listed it `lingers` more times (its tasks take that 
 die on the node); `scancel --signal=...` ends nothing (a signal the tasks survive, or
 that never reaches them). `scancel JOB` ends every step at once, unless the job was
 already being cancelled (`job_cancelled`: someone else's scancel, whose tasks live on
-until KillWait ends them): then nothing. The next `unanswered` listings fail, as while slurmctld is
-down. `events` says what happened, in order, for a test to check that stage-out came
-only after the steps were gone.
+until KillWait ends them): then nothing. The next `unanswered` listings fail, as while
+slurmctld is down. `scontrol show config` says KillWait is `kill_wait` seconds. `events`
+says what happened, in order, for a test to check that stage-out came only after the
+steps were gone.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ UNANSWERED = b"slurm_get_job_steps error: Unable to contact slurm controller (co
 
 class FakeSteps:
     def __init__(
-        self, fp: Any, bin_dir: str, job_id: int, running: dict[int, str], lingers: int = 0
+        self,
+        fp: Any,
+        bin_dir: str,
+        job_id: int,
+        running: dict[int, str],
+        lingers: int = 0,
+        kill_wait: int = 0,
     ) -> None:
         self.job_id, self.running, self.lingers = job_id, dict(running), lingers
         self.unanswered = 0  # listings left that fail as squeue does while slurmctld is down
@@ -33,6 +40,11 @@ class FakeSteps:
             steps_argv(f"{bin_dir}/squeue", job_id, "%i %j"), callback=self._list, occurrences=999
         )
         fp.register([f"{bin_dir}/scancel", fp.any()], callback=self._cancel, occurrences=999)
+        fp.register(
+            [f"{bin_dir}/scontrol", "show", "config"],
+            stdout=f"KillTimeout = 0 sec\nKillWait                = {kill_wait} sec\n",
+            occurrences=999,
+        )
 
     def ends_by_itself(self, step: int, listings: int) -> None:
         """Step `step` (its tasks have exited) is listed `listings` more times, then gone."""

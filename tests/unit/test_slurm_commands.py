@@ -18,6 +18,7 @@ from scrunlib.slurm_commands import (
     exec_argv,
     job_exit_status,
     job_tag,
+    kill_wait,
     parse_scontrol_record,
     remote_command_argv,
     salloc_argv,
@@ -91,6 +92,14 @@ def test_cancel_lines():
     # a step or a signal without --quiet: only scancel's message tells an ending job (below)
     assert cancel_argv("scancel", 4, step_id=2) == ["scancel", "4.2"]
     assert cancel_argv("scancel", 4, signal=10, step_id=2) == ["scancel", "--signal=10", "4.2"]
+
+
+def test_kill_wait_is_read_from_scontrols_config():
+    assert kill_wait("KillOnBadExit = 0\nKillWait                = 30 sec\n") == 30.0
+    assert kill_wait("KillWait = 5 sec") == 5.0
+    assert kill_wait("KillWait = soon\n") is None
+    assert kill_wait("KillWait =\n") is None
+    assert kill_wait("SlurmctldPort = 6817\n") is None
 
 
 def test_parsers():

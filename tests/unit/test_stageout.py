@@ -39,7 +39,7 @@ def site(tmp_path, monkeypatch):
     (etc / "slurm.conf").write_text("ClusterName=unit\n")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("squeue", "scancel"):
+    for name in ("squeue", "scancel", "scontrol"):
         (bin_dir / name).write_text("#!/bin/sh\nexit 99\n")
         (bin_dir / name).chmod(0o755)
     config = tmp_path / "scrun.toml"
@@ -180,10 +180,24 @@ def test_the_record_round_trips(tmp_path, site):
     assert (pending.bundle, pending.root_path) == ("/scratch/crashed", "/scratch/crashed/rootfs")
 
 
+def test_delete_waits_killwait_for_the_tasks_of_a_job_slurm_is_ending(tmp_path, site, fp):
+    """A job cancelled from outside keeps its tasks until KillWait (slurm.conf) ends them,
+    longer than step_grace at most sites (30 s against 10): delete waits for them that
+    long and step_grace more, then stages out, so what they wrote comes back."""
+    with (tmp_path / "scrun.toml").open("a") as config:
+        config.write("step_grace = 0.2\n")
+    spool, out = crashed_container(tmp_path, site, job_ended=False)
+    steps = FakeSteps(fp, str(tmp_path / "bin"), 77, {0: "scrun"}, lingers=60, kill_wait=2)
+    assert main(["delete", "crashed"]) == 0
+    assert out.exists()  # stage-out ran
+    assert steps.events[-2:] == ["squeue: none", "scancel 77"]
+    assert not os.path.isdir(spool.path)
+
+
 def test_delete_does_not_stage_out_while_the_tasks_outlive_their_cancel(tmp_path, site, fp, capsys):
-    """A step Slurm still lists step_grace seconds after its cancel: its tasks may still
-    write, so stage-out is not run (one line says so; the staged copy stays where the
-    script put it); the job is still ended and the delete completes."""
+    """A step Slurm still lists KillWait + step_grace seconds after its cancel: its tasks
+    may still write, so stage-out is not run (one line says so; the staged copy stays
+    where the script put it); the job is still ended and the delete completes."""
     with (tmp_path / "scrun.toml").open("a") as config:
         config.write("step_grace = 0.2\n")
     spool, out = crashed_container(tmp_path, site, job_ended=False)
@@ -192,5 +206,8 @@ def test_delete_does_not_stage_out_while_the_tasks_outlive_their_cancel(tmp_path
     assert not out.exists()  # stage-out did not run
     assert steps.events[-1] == "scancel 77"  # the job, ended
     err = capsys.readouterr().err
-    assert "stage-out of container crashed not run: its steps in job 77 still run" in err
+    assert (
+        "stage-out of container crashed not run: its steps in job 77 still run 0.2 s after "
+        "they were cancelled"
+    ) in err
     assert not os.path.isdir(spool.path)

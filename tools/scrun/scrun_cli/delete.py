@@ -159,16 +159,19 @@ def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) 
 def stage_out_left(ctx: CommandContext, spool: Spool, state: ContainerState, slurm: Slurm) -> None:
     """The stage-out the anchor did not run, once the container's tasks have ended: the
     srun killed above leaves them running, so its steps are cancelled in Slurm and waited
-    for until none is listed (`step_grace` seconds at most; past that, stage-out is not
-    run: it would copy files a task may still write)."""
+    for until none is listed. A job Slurm is ending (someone's scancel, a time limit: the
+    anchor then leaves stage-out to us) keeps its tasks until KillWait, so the wait is
+    KillWait and `step_grace` seconds at most; past that, stage-out is not run: it would
+    copy files a task may still write."""
     if state.job_id is not None:
         from scrunlib.slurm_commands import container_step_names
 
         names = container_step_names(state.step_name, state.existing_job)
-        if not slurm.end_steps(state.job_id, names, ctx.site.step_grace):
+        timeout = slurm.kill_wait() + ctx.site.step_grace
+        if not slurm.end_steps(state.job_id, names, timeout):
             log.error(
                 f"stage-out of container {state.id} not run: its steps in job "
-                f"{state.job_id} still run {ctx.site.step_grace:g} s after they were cancelled"
+                f"{state.job_id} still run {timeout:g} s after they were cancelled"
             )
             return
     from scrunlib.stageout import PendingStageOut  # only on this fault path: lupa
