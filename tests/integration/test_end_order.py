@@ -393,3 +393,35 @@ def test_a_sigkill_ends_a_container_whose_step_slurm_lost(
             for state in (root / "run" / "user").glob(f"*/crun/*.{job_id}.*"):
                 shutil.rmtree(state)
     no_leftovers()
+
+
+def test_files_come_back_when_killwait_outlasts_step_grace(
+    cluster: Cluster, site_runtime: MakeSite, no_leftovers: Callable[..., None]
+) -> None:
+    """Someone else's scancel: the job's tasks (which ignore SIGTERM here) live until
+    KillWait ends them, 5 s on this cluster, here longer than the site's `step_grace` (1 s;
+    30 s against 10 with Slurm's and scrun's defaults). `podman rm -f` still brings back
+    what the container wrote to its bind mount and leaves nothing: `scrun delete` waits
+    KillWait and step_grace for the tasks before it stages out. It used to wait
+    step_grace alone, skip stage-out and leave the staged copy behind."""
+    staging = (Path(cluster.slurm_conf).parent / "scrun.lua").read_text()  # the cluster's
+    site = site_runtime(staging, {"step_grace": 1})
+    out = Path(f"/var/tmp/scrun-killwait-{uuid.uuid4().hex[:10]}")
+    out.mkdir()
+    name = f"killwait-{uuid.uuid4().hex[:10]}"
+    try:
+        program = "trap '' TERM; echo before > /out/f; echo running; exec sleep 300"
+        done = site.podman(
+            "run", "-d", "--name", name, "-v", f"{out}:/out", IMAGE, "sh", "-c", program
+        )
+        assert done.returncode == 0, done.stderr
+        wait_for("the container running", lambda: "running" in site.podman("logs", name).stdout)
+        job_id = state_of(site, done.stdout.strip())["jobId"]
+        assert cluster.run(["scancel", str(job_id)]).returncode == 0
+        removed = site.podman("rm", "-f", "-t", "0", name)
+        assert removed.returncode == 0, removed.stderr
+        assert (out / "f").read_text() == "before\n"
+    finally:
+        site.podman("rm", "-f", "-t", "0", name)
+        shutil.rmtree(out, ignore_errors=True)
+    no_leftovers()
