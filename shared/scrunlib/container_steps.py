@@ -16,7 +16,7 @@ from __future__ import annotations
 import shlex
 import time
 
-from scrunlib.errors import StateError
+from scrunlib.errors import SlurmError, StateError
 from scrunlib.signals import SIGCONT, SIGSTOP
 from scrunlib.slurm import STEP_POLL_SECONDS, Slurm
 from scrunlib.slurm_commands import container_step_names, remote_command_argv
@@ -67,10 +67,15 @@ def where(state: ContainerState, steps: list[int]) -> str:
 
 
 def set_frozen(slurm: Slurm, state: ContainerState, steps: list[int], frozen: bool) -> None:
-    """Freeze (SIGSTOP) or thaw (SIGCONT) the steps' processes on all their nodes."""
+    """Freeze (SIGSTOP) or thaw (SIGCONT) the steps' processes on all their nodes
+    (SlurmError when Slurm cannot, a suspended job's among them)."""
     assert state.job_id is not None
     for step in steps:
-        slurm.cancel(state.job_id, signal=SIGSTOP if frozen else SIGCONT, step_id=step)
+        if not slurm.cancel(state.job_id, signal=SIGSTOP if frozen else SIGCONT, step_id=step):
+            raise SlurmError(
+                f"cannot signal step {state.job_id}.{step}: Slurm says it is not running "
+                "(a suspended job)"
+            )
 
 
 def ps_script(scontrol: str, job_id: int, steps: list[int], ps_options: list[str]) -> str:

@@ -403,13 +403,17 @@ class Slurm:
             raise SlurmError(f"cannot list the user's jobs: {last_line(err or out)}")
         return out
 
-    def cancel(self, job_id: int, signal: int | None = None, step_id: int | None = None) -> None:
-        """scancel; a job that already ended counts as success."""
+    def cancel(self, job_id: int, signal: int | None = None, step_id: int | None = None) -> bool:
+        """scancel; a job that already ended counts as success. False when Slurm keeps a
+        signal from a step it says is not running (its job suspended): none reached it."""
         code, out, err = self.run(cancel_argv(self.path("scancel"), job_id, signal, step_id))
         text = err + out
         # "Job/step already completed", "... already completing or completed"
-        if code != 0 and "already complet" not in text and "Invalid job id" not in text:
-            raise SlurmError(f"scancel {job_id} failed: {last_line(text)}")
+        if code == 0 or "already complet" in text or "Invalid job id" in text:
+            return True
+        if signal is not None and "Job step not running" in text:
+            return False
+        raise SlurmError(f"scancel {job_id} failed: {last_line(text)}")
 
     def step_ids(self, job_id: int, *step_names: str) -> list[int]:
         """Ids of the job's running steps named any of `step_names` (none once the job has

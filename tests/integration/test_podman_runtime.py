@@ -274,6 +274,26 @@ def test_a_sigkill_after_slurm_cancelled_the_job_ends_the_container_in_time(
     assert (out / "f").read_text() == "before\n"
 
 
+def test_stop_of_a_container_whose_job_slurm_suspended_succeeds(
+    cluster: Cluster, podman: Podman, container_name: str, no_leftovers: Callable[..., None]
+) -> None:
+    """The scheduler suspends a job (preemption, `scontrol suspend`): Slurm keeps a
+    SIGTERM from its step. `podman stop` succeeds all the same: the SIGTERM's `kill` is no
+    error (the container's stderr says it was not delivered), and the SIGKILL after the
+    stop timeout, which Slurm delivers, ends it with 137. Before, the failed `kill` made
+    podman give up waiting, and the container stayed."""
+    started = podman.scrun("run", "-d", "--name", container_name, IMAGE, "sleep", "300")
+    assert started.returncode == 0, started.stderr
+    job_id = job_with_a_step(cluster, started.stdout.strip())
+    assert cluster.run(["scontrol", "suspend", job_id]).returncode == 0
+    stopped = podman.scrun("stop", "-t", "1", container_name)
+    assert stopped.returncode == 0, stopped.stderr
+    assert podman.scrun("wait", container_name).stdout.strip() == "137"
+    said = podman.scrun("logs", container_name).stderr
+    assert f"Slurm says its step {job_id}.0 is not running (a suspended job)" in said, said
+    assert podman.scrun("rm", container_name).returncode == 0
+
+
 def test_run_timeout_ends_the_container_as_through_crun(
     podman: Podman, no_leftovers: Callable[..., None]
 ) -> None:

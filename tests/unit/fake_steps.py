@@ -7,7 +7,8 @@ die on the node); `scancel --signal=...` ends nothing (a signal the tasks surviv
 that never reaches them). `scancel JOB` ends every step at once, unless the job was
 already being cancelled (`job_cancelled`: someone else's scancel, whose tasks live on
 until KillWait ends them): then nothing. The next `unanswered` listings fail, as while
-slurmctld is down. `scontrol show config` says KillWait is `kill_wait` seconds. `events`
+slurmctld is down. While `suspended`, a signal but SIGKILL fails as Slurm's does for a
+suspended job's step. `scontrol show config` says KillWait is `kill_wait` seconds. `events`
 says what happened, in order, for a test to check that stage-out came only after the
 steps were gone.
 """
@@ -34,6 +35,7 @@ class FakeSteps:
         self.job_id, self.running, self.lingers = job_id, dict(running), lingers
         self.unanswered = 0  # listings left that fail as squeue does while slurmctld is down
         self.job_cancelled = False
+        self.suspended = False
         self.events: list[str] = []
         self._ending: dict[int, int] = {}  # step -> listings left before it is gone
         fp.register(
@@ -72,6 +74,11 @@ class FakeSteps:
         *options, target = (arg for arg in process.args[1:] if arg != "--quiet")
         self.events.append(f"scancel {' '.join([*options, target])}")
         job, _, step = target.partition(".")
+        if self.suspended and options and options != ["--signal=9"]:
+            process.stderr.write(
+                b"scancel: error: Kill job error on job step id 1: Job step not running\n"
+            )
+            process.returncode = 187
         if options or int(job) != self.job_id:
             return
         if not step:

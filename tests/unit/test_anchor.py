@@ -889,23 +889,77 @@ def test_a_sigkill_after_someone_elses_scancel_ends_the_container_in_time(
     ) in told
 
 
-def test_a_sigkill_the_step_obeys_cancels_no_job(
+def test_a_signal_a_suspended_job_keeps_is_no_error_and_a_sigkill_still_ends_it(
     fp, site, spool, created, restore_signals, capfd, monkeypatch
 ) -> None:
-    """The usual SIGKILL: the step ends well within SIGKILL_PATIENCE, and nothing more is
-    done (no scancel of the job; the container's code is srun's)."""
-    monkeypatch.setattr(container_module, "SIGKILL_PATIENCE", 5.0)
-    (site.bin / "srun").write_text("#!/bin/sh\nsleep 1; exit 3\n")
+    """A job the scheduler suspended (preemption): Slurm keeps a SIGTERM from its step.
+    `kill` succeeds all the same, as a frozen container's does through crun, the user told
+    on the container's stderr, so that `podman stop` goes on to its SIGKILL, which Slurm
+    delivers to the step; and a SIGKILL Slurm cannot deliver at all (slurmctld gone)
+    still ends the container SIGKILL_PATIENCE later."""
+    monkeypatch.setattr(container_module, "SIGKILL_PATIENCE", 0.2)
+    (site.bin / "srun").write_text("#!/bin/sh\ntrap '' TERM\nexec sleep 30\n")
+    steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"})
+    steps.suspended = True
+    replies: list[dict[str, object]] = []
+
+    def start_then_stop() -> None:
+        replies.append(protocol.request(spool.socket, {"op": "start"}))
+        replies.append(protocol.request(spool.socket, {"op": "kill", "signal": 15}))
+        steps.unanswered = 10**6  # slurmctld gone: the SIGKILL's squeue fails
+        replies.append(protocol.request(spool.socket, {"op": "kill", "signal": 9}))
+        steps.unanswered = 0
+
+    once_serving(start_then_stop)
+    assert created.serve() == 128 + signal.SIGKILL
+    assert replies == [{"ok": True}] * 3
+    assert f"scancel {JOB}" in steps.events  # the job cancelled: the SIGKILL is final
+    told = [line for line in capfd.readouterr().err.splitlines() if line.startswith("scrun:")]
+    assert (
+        f"scrun: signal 15 not delivered to container c1: Slurm says its step {JOB}.0 is not "
+        "running (a suspended job)"
+    ) in told
+
+
+def serve_a_signalled_step(
+    fp, site: Site, spool: Spool, container: Container, srun: str, signum: int
+) -> tuple[int, FakeSteps]:
+    """Serve a container whose step (the fake `srun` script) ends by itself, once the
+    engine has started it and sent it `signum`: its exit code, and Slurm's record."""
+    (site.bin / "srun").write_text(srun)
     steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"})
     steps.ends_by_itself(0, listings=1)
     fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
 
     def start_then_kill() -> None:
         protocol.request(spool.socket, {"op": "start"})
-        protocol.request(spool.socket, {"op": "kill", "signal": 9})
+        protocol.request(spool.socket, {"op": "kill", "signal": signum})
 
     once_serving(start_then_kill)
-    assert created.serve() == 3
+    return container.serve(), steps
+
+
+def test_a_step_the_engine_signalled_is_no_failed_launch(
+    fp, site, spool, created, restore_signals
+) -> None:
+    """A step that ends within nodecheck.LAUNCH_WINDOW of its start because the engine
+    signalled it (`podman stop` right after `start`) did launch: no step checks what the
+    nodes can see (one that would hang in a job the scheduler suspended)."""
+    calls = site.bin / "srun.calls"
+    srun = f'#!/bin/sh\necho "$*" >> {calls}\nsleep 0.5; exit 143\n'
+    assert serve_a_signalled_step(fp, site, spool, created, srun, 15)[0] == 143
+    assert [line for line in calls.read_text().splitlines() if "scrun-check" in line] == []
+
+
+def test_a_sigkill_the_step_obeys_cancels_no_job(
+    fp, site, spool, created, restore_signals, capfd, monkeypatch
+) -> None:
+    """The usual SIGKILL: the step ends well within SIGKILL_PATIENCE, and nothing more is
+    done (no scancel of the job; the container's code is srun's)."""
+    monkeypatch.setattr(container_module, "SIGKILL_PATIENCE", 5.0)
+    srun = "#!/bin/sh\nsleep 1; exit 3\n"
+    code, steps = serve_a_signalled_step(fp, site, spool, created, srun, 9)
+    assert code == 3
     assert f"scancel --signal=9 {JOB}.0" in steps.events
     assert f"scancel {JOB}" not in steps.events
     assert not [line for line in capfd.readouterr().err.splitlines() if "after SIGKILL" in line]

@@ -223,6 +223,20 @@ def test_a_signal_to_a_job_slurm_is_ending_is_no_error(fp, slurm):
         client.cancel(6, signal=9, step_id=0)
 
 
+def test_a_signal_a_suspended_job_keeps_is_told_apart(fp, slurm):
+    """Slurm keeps a signal from a step of a suspended job (SIGKILL excepted): cancel says
+    so with False, for the caller to tell the user; other failures stay errors."""
+    client, bindir = slurm
+    fp.register(
+        [f"{bindir}/scancel", "--signal=15", "5.0"],
+        returncode=187,
+        stderr="scancel: error: Kill job error on job step id 5: Job step not running\n",
+    )
+    assert client.cancel(5, signal=15, step_id=0) is False
+    fp.register([f"{bindir}/scancel", "--signal=15", "5.0"])
+    assert client.cancel(5, signal=15, step_id=0) is True
+
+
 def test_step_ids_by_name(fp, slurm):
     client, bindir = slurm
     fp.register([f"{bindir}/squeue", fp.any()], stdout="9.0 other\n9.3 scrun-c1\n9.4 scrun-c1\n")

@@ -106,6 +106,7 @@ class Container:
         # the step outlived it (its job was ended then, `_end_lost_step`)
         self.killed_at: float | None = None
         self.step_lost = False
+        self.signalled = False  # by the engine, once it ran: its end is no failed launch
 
     # ------------------------------------------------------------------ serve
     def serve(self) -> int:
@@ -301,9 +302,18 @@ class Container:
                 return
             self.exit_code = 128 + signum
             self.life.stop(f"signal {signum} before its step started")
-        elif state.status == Status.RUNNING:
+        elif state.status == Status.RUNNING and signum != signal.SIGKILL:
+            self.signalled = True
             self._signal_step(signum)
-            if signum == signal.SIGKILL and self.killed_at is None:
+        elif state.status == Status.RUNNING:
+            self.signalled = True
+            # A SIGKILL Slurm refuses (a suspended job's step "not running") is final too:
+            # the step outlives it, and SIGKILL_PATIENCE later its job is cancelled.
+            try:
+                self._signal_step(signum)
+            except SlurmError as exc:
+                log.error(exc.message)
+            if self.killed_at is None:
                 self.killed_at = time.monotonic()
 
     def _outlived_sigkill(self) -> bool:
@@ -346,7 +356,11 @@ class Container:
             return
         steps = self.slurm.step_ids(job_id, state.step_name)
         for step_id in steps:
-            self.slurm.cancel(job_id, signal=signum, step_id=step_id)
+            if not self.slurm.cancel(job_id, signal=signum, step_id=step_id):
+                self.stderr.say(
+                    f"scrun: signal {signum} not delivered to container {state.id}: Slurm "
+                    f"says its step {job_id}.{step_id} is not running (a suspended job)"
+                )
         if not steps and not state.existing_job:
             self.slurm.cancel(job_id, signal=signum)
 
@@ -460,10 +474,11 @@ class Container:
 
     def _failed_at_launch(self) -> bool:
         """The step failed so soon after its start that it may never have launched (and
-        neither Slurm nor a stop request ended it)."""
+        neither Slurm, a signal from the engine nor a stop request ended it)."""
         return (
             self.step is not None
             and not self.life.asked_to_stop
+            and not self.signalled
             and self.state.error is None
             and time.monotonic() - self.step_started < nodecheck.LAUNCH_WINDOW
         )
