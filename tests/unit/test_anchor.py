@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from fake_steps import FakeSteps
 from scrun_anchor import container as container_module
+from scrun_anchor import main as anchor_main
 from scrun_anchor.channel import ContainerStderr
 from scrun_anchor.container import Container
 from scrun_anchor.creation import Creation
@@ -581,6 +582,18 @@ def test_a_joined_job_runs_a_step_of_its_own_and_is_not_ended(
     assert container.stop() == 0
     assert fp.call_count([site.tool("scancel"), f"{JOB}.4"]) == 1
     assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 0  # not ours to end
+
+
+def test_a_bug_while_serving_is_named_on_the_containers_stderr(created, capfd, monkeypatch) -> None:
+    """An exception escaping the anchor's loop is a bug: the container's stderr names it in
+    one line (anchor.log has the traceback), and the container ends with 255, no status
+    known, instead of a silent 1."""
+    monkeypatch.setattr(Container, "serve", lambda self: 1 / 0)
+    assert anchor_main.serve(created) == 255
+    err = capfd.readouterr().err
+    assert (
+        "scrun: error: internal error: ZeroDivisionError: division by zero (a bug in scrun)"
+    ) in err.splitlines()
 
 
 def test_unknown_requests_are_refused(created) -> None:

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, NoReturn
 
+    from scrun_anchor.container import Container
+
 USAGE = usage_text(
     "scrun-anchor --root DIR --bundle DIR [OPTIONS] CONTAINER-ID",
     "The per-container process behind `scrun create` (internal: scrun starts one per\n"
@@ -64,7 +66,21 @@ def run(launch: Launch) -> NoReturn:
             log.error(exc.message)
     from scrun_anchor.container import Container  # loaded while salloc ran, as a rule
 
-    _exit(Container(created).serve())
+    _exit(serve(Container(created)))
+
+
+def serve(container: Container) -> int:
+    """The container's exit code once it has ended; 255 (no status known, what conmon
+    reports for a lost one) after a bug, which the container's stderr names in one line
+    and anchor.log details: `scrun delete` then ends the job and cleans up, as after a
+    dead anchor. (Uncaught, the bug would end the container with 1, silently.)"""
+    try:
+        return container.serve()
+    except Exception as exc:  # a bug
+        message = internal_error(exc, traceback=True).message
+        log.error(message)
+        container.stderr.say(f"scrun: error: {message}")
+        return 255
 
 
 def _exit(code: int) -> NoReturn:
