@@ -302,13 +302,13 @@ class Container:
                 return
             self.exit_code = 128 + signum
             self.life.stop(f"signal {signum} before its step started")
-        elif state.status == Status.RUNNING and signum != signal.SIGKILL:
-            self.signalled = True
-            self._signal_step(signum)
         elif state.status == Status.RUNNING:
             self.signalled = True
-            # A SIGKILL Slurm refuses (a suspended job's step "not running") is final too:
-            # the step outlives it, and SIGKILL_PATIENCE later its job is cancelled.
+            if signum != signal.SIGKILL:
+                self._signal_step(signum)
+                return
+            # A SIGKILL Slurm refuses (slurmctld gone) is final too: the step outlives it,
+            # and SIGKILL_PATIENCE later its job is cancelled.
             try:
                 self._signal_step(signum)
             except SlurmError as exc:
