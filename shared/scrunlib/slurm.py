@@ -458,16 +458,15 @@ class Slurm:
         seconds = kill_wait(out) if code == 0 else None
         return DEFAULT_KILL_WAIT if seconds is None else seconds
 
-    def out_of_memory_step(self, job_id: int, step_name: str) -> EndedStep | None:
-        """The job's ended step named `step_name`, when the accounting database says the
-        cgroup OOM killer hit it (None without accounting, a record yet, or an OOM kill).
-        srun reports such a step as a plain failure (status 1), not as a SIGKILL."""
+    def recorded_step(self, job_id: int, step_name: str) -> EndedStep | None:
+        """The job's ended step named `step_name` as the accounting database recorded it
+        (None without accounting or a record yet): srun reports a step the OOM killer hit,
+        or one that failed on its node, as a plain failure (status 1)."""
         try:
             code, out, _ = self.run(step_states_argv(self.path("sacct"), job_id))
         except SlurmError:
             return None
-        step = ended_step(out, job_id, step_name) if code == 0 else None
-        return step if step is not None and step.state == "OUT_OF_MEMORY" else None
+        return ended_step(out, job_id, step_name) if code == 0 else None
 
     def recorded_exit_code(self, job_id: int, step: EndedStep, timeout: float) -> int | None:
         """The exit code the step's tasks' runtimes kept on their nodes where the OOM killer

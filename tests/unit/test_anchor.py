@@ -353,6 +353,21 @@ def read_records(site: Site, nodes: str) -> list[str]:
     ]  # fmt: skip
 
 
+def a_step_that_failed(
+    fp, site: Site, bundle: Path, created: Container, *, job_state: str, step_state: str
+) -> None:
+    """`created`, started, with a step whose srun exits 1 and that accounting records in
+    `step_state` (its job in `job_state`)."""
+    fp.register(step_argv(site, bundle), returncode=1)
+    created.handle({"op": "start"})
+    FakeSteps(fp, str(site.bin), JOB, {})
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    fp.register(
+        [site.tool("sacct"), *SACCT],
+        stdout=f"{JOB}|scrun|{job_state}|1|n1\n{JOB}.0|scrun|{step_state}|1|n1\n",
+    )
+
+
 @pytest.mark.parametrize(
     ("state", "records", "code"),
     [
@@ -367,20 +382,31 @@ def read_records(site: Site, nodes: str) -> list[str]:
 def test_the_code_behind_slurms_out_of_memory_mark(
     fp, site, spool, bundle, created, state: str, records: str | None, code: int
 ) -> None:
-    fp.register(step_argv(site, bundle), returncode=1)
-    created.handle({"op": "start"})
-    FakeSteps(fp, str(site.bin), JOB, {})
-    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
-    fp.register(
-        [site.tool("sacct"), *SACCT],
-        stdout=f"{JOB}|scrun|{state}|1|n1\n{JOB}.0|scrun|{state}|1|n1\n",
-    )
+    a_step_that_failed(fp, site, bundle, created, job_state=state, step_state=state)
     if records is not None:
         fp.register(read_records(site, "n1"), stdout=records)
     assert created.stop() == code
     assert saved(spool).exit_code == code
     assert job_status(site) == str(code)
     assert fp.call_count(read_records(site, "n1")) == (records is not None)
+
+
+def test_a_step_that_failed_on_its_node_is_said_in_one_line(
+    fp, site, spool, bundle, created, capfd
+) -> None:
+    """srun's 1 for a step accounting records NODE_FAIL (slurmstepd could not start it:
+    a cgroup it could not write, say; srun's own word is silenced): the code stays 1, and
+    the user reads why in one line instead of nothing; the nodes' check is not run."""
+    a_step_that_failed(fp, site, bundle, created, job_state="FAILED", step_state="NODE_FAIL")
+    assert created.stop() == 1
+    message = (
+        f"container c1's step {JOB}.0 failed on its node n1 (Slurm records NODE_FAIL; that "
+        "node's slurmd log says why)"
+    )
+    assert saved(spool).error == message
+    told = [line for line in capfd.readouterr().err.splitlines() if line.startswith("scrun:")]
+    assert f"scrun: error: {message}" in told
+    assert not [call for call in fp.calls if "scrun-check" in call]
 
 
 # -- the end, in order: the tasks ended, then stage-out, then `stopped` --------------------

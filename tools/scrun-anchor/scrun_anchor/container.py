@@ -380,7 +380,7 @@ class Container:
         if self.step is not None:
             status = self._end_step(self.step)
             tasks_ended = self._end_tasks()
-            status = step_end.status_under_out_of_memory(self.slurm, state, self.site, status)
+            status = step_end.accounted_status(self.slurm, state, self.site, status, self.stderr)
             if self.step_lost:  # what srun says of it is not what the SIGKILL did
                 status = -signal.SIGKILL
             self.exit_code = shell_exit_code(status)

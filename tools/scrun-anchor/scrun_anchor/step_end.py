@@ -1,7 +1,7 @@
 """Why a container's step ended, said to the user in one line when the container did not
 end it itself: Slurm ended its job (a time limit, scancel), or the step failed at its
-launch because the job's nodes cannot see what it runs (scrunlib.nodecheck); and the exit
-code of a step the cgroup OOM killer hit."""
+launch because the job's nodes cannot see what it runs (scrunlib.nodecheck), or it failed
+on its node; and the exit code of a step the cgroup OOM killer hit."""
 
 from __future__ import annotations
 
@@ -24,22 +24,32 @@ if TYPE_CHECKING:
 
 # The states a job Slurm ended is left in, as `scontrol show job` says them.
 ENDED_BY_SLURM = ("TIMEOUT", "CANCELLED", "FAILED", "NODE_FAIL", "PREEMPTED", "DEADLINE")
-# srun's status for a step the cgroup OOM killer ended: a plain failure, not 128+9
-SRUN_OUT_OF_MEMORY = 1
+# srun's status for a step the cgroup OOM killer ended, or one that failed on its node: a
+# plain failure, not 128+9
+SRUN_FAILED = 1
 
 
-def status_under_out_of_memory(
-    slurm: Slurm, state: ContainerState, site: SiteConfig, status: int
+def accounted_status(
+    slurm: Slurm, state: ContainerState, site: SiteConfig, status: int, stderr: ContainerStderr
 ) -> int:
-    """srun's 1, when Slurm says the cgroup OOM killer hit the step, is Slurm's mark and
-    not the container's code, whichever process was killed: the code is then the one
-    the step's nodes kept (the container's main process's, scrunlib.exit_record), else
-    137, what the OOM killer sent (as crun reports it). `status` otherwise."""
-    if status != SRUN_OUT_OF_MEMORY:
+    """srun's 1 is Slurm's mark, not the container's code, when accounting records the
+    step as OUT_OF_MEMORY (the cgroup OOM killer hit it, whichever process was killed):
+    the code is then the one the step's nodes kept (the container's main process's,
+    scrunlib.exit_record), else 137, what the OOM killer sent (as crun reports it). A step
+    recorded NODE_FAIL (slurmstepd could not start it on its node, or the node failed)
+    keeps its 1, and the user reads why in one line (`state.error`). `status` otherwise."""
+    if status != SRUN_FAILED:
         return status
     job_id, step_name = state.job_id or 0, state.step_name
-    step = slurm.out_of_memory_step(job_id, step_name)
-    if step is None:
+    step = slurm.recorded_step(job_id, step_name)
+    if step is not None and step.state == "NODE_FAIL":
+        state.error = (
+            f"container {state.id}'s step {job_id}.{step.step_id} failed on its node "
+            f"{step.nodes} (Slurm records NODE_FAIL; that node's slurmd log says why)"
+        )
+        log.error(state.error)
+        stderr.say(f"scrun: error: {state.error}")
+    if step is None or step.state != "OUT_OF_MEMORY":
         return status
     code = slurm.recorded_exit_code(job_id, step, site.step_grace + 10)
     if code is None:
