@@ -174,6 +174,11 @@ def test_stop_brings_back_the_last_write_of_a_container_that_writes_to_its_end(
         looking_site.podman("rm", "-f", name)
 
 
+def exited(site: SiteRuntime, name: str) -> bool:
+    done = site.podman("inspect", "-f", "{{.State.Status}}", name)
+    return done.stdout.strip() in ("exited", "stopped")
+
+
 def test_delete_after_a_dead_anchor_stages_out_once_the_tasks_have_ended(
     looking_site: SiteRuntime,
     findings: Path,
@@ -190,6 +195,9 @@ def test_delete_after_a_dead_anchor_stages_out_once_the_tasks_have_ended(
     try:
         wait_for("the container to write", lambda: writing(looking_site, name), 60)
         os.kill(state_of(looking_site, cid)["pid"], signal.SIGKILL)
+        # podman 4.3's `rm -f` while conmon has yet to report the death would `kill` a
+        # container scrun already sees stopped, and fail ("container state improper")
+        wait_for("podman to see it exited", lambda: exited(looking_site, name), 30)
         removed = looking_site.podman("rm", "-f", "-t", "0", name, timeout=120)
         assert removed.returncode == 0, removed.stderr
         wait_for("stage-out to end", lambda: (findings / "ended").exists(), 60)
