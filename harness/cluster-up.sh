@@ -344,10 +344,25 @@ fi
 # ------------------------------------------------------------------ slurmd(s)
 # Each node in namespaces of its own (harness/node.sh): a node that starts has an empty
 # /run, so no crun state of an earlier run is left on it.
+# Slurm's cgroup v1 trees (/sys/fs/cgroup/<controller>/slurm_<node>/uid_U/job_J/step_S)
+# are the machine's, not the root's: node nK of every platform uses the same ones. A step
+# whose slurmstepd was killed (a test does so on purpose) leaves its job's cgroups behind,
+# and a later job of the same id (each platform counts job ids from 1) then fails to launch
+# on that node: its write of job_J/cpuset.cpus gets EBUSY while the stale step_S below holds
+# other CPUs ("Slurmd could not execve job"). A node that is not running owns none of them:
+# remove the empty ones, deepest first (rmdir refuses a cgroup that still has processes).
+remove_stale_cgroups() { # remove_stale_cgroups <nodename>
+  local tree
+  for tree in /sys/fs/cgroup/*/"slurm_$1"; do
+    [ -d "$tree" ] || continue
+    find "$tree" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+}
 start_slurmd() { # start_slurmd <nodename>
   local n="$1"
   mkdir -p "$SPOOL/$n"
   if ! alive "$RUN/ourpid.slurmd-$n" slurmd; then
+    remove_stale_cgroups "$n"
     log "starting node $n (slurmd -N $n in its own mount and UTS namespaces)"
     setsid unshare --mount --uts --propagation private -- "$HARNESS/node.sh" "$D" "$n" \
       </dev/null >>"$LOG/slurmd-$n.out" 2>&1 &
