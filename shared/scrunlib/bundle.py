@@ -242,20 +242,34 @@ def _check_mounts(mounts: Any) -> None:
 PODMAN_NETNS_PREFIX = "netns-"
 
 
+# The namespace types Linux has: the runtime-spec's linux.namespaces types.
+NAMESPACE_TYPES = frozenset(("cgroup", "ipc", "mount", "network", "pid", "time", "user", "uts"))
+
+
 def _check_namespaces(linux: Any) -> None:
-    """A namespace with a `path` is one to join, and such paths name this host's: another
-    process's (`/proc/<pid>/ns/...`: a pod's, `--network container:...`, `--ipc
-    container:...`) or the network podman set up here (its bridge or pasta). On a compute
-    node the first is missing or, worse, some other process's, and the second does not
-    exist: the step would fail after the job was granted and staged, or join the wrong
-    namespace. Other paths (a namespace a site keeps on every node) are left to the node's
-    runtime, as are malformed entries."""
-    if not isinstance(linux, dict) or not isinstance(linux.get("namespaces"), list):
+    """`linux` as the runtime-spec shapes it (an object; its namespaces a list of objects,
+    each a known `type` and an optional string `path`), since the node's runtime refuses
+    any other only once the job was granted and staged. A namespace with a `path` is one
+    to join, and such paths name this host's: another process's (`/proc/<pid>/ns/...`: a
+    pod's, `--network container:...`, `--ipc container:...`) or the network podman set up
+    here (its bridge or pasta). On a compute node the first is missing or, worse, some
+    other process's, and the second does not exist: the step would fail after the job was
+    granted and staged, or join the wrong namespace. Other paths (a namespace a site keeps
+    on every node) are left to the node's runtime."""
+    if linux is None:
         return
-    for index, entry in enumerate(linux["namespaces"]):
-        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+    _expect(linux, dict, "linux", "an object")
+    namespaces = _expect(linux.get("namespaces", []), list, "linux.namespaces", "a list")
+    for index, entry in enumerate(namespaces):
+        _expect(entry, dict, f"linux.namespaces[{index}]", "an object")
+        kind = entry.get("type")
+        if not isinstance(kind, str) or kind not in NAMESPACE_TYPES:
+            raise InvalidInput(
+                f"config.json: linux.namespaces[{index}].type {kind!r} is not a Linux namespace"
+            )
+        if "path" not in entry:
             continue
-        kind, path = entry.get("type"), entry["path"]
+        path = _expect_text(entry["path"], f"linux.namespaces[{index}].path")
         where = f"config.json: linux.namespaces[{index}]"
         if path.startswith("/proc/"):
             raise InvalidInput(

@@ -349,14 +349,30 @@ def test_a_namespace_of_this_host_is_refused(tmp_path, entry, message):
 
 
 def test_new_namespaces_and_a_sites_own_path_pass(tmp_path):
-    """Namespaces the node's runtime makes, one a site keeps at the same path on every node,
-    and malformed entries (the node's runtime refuses those) are left as they are."""
+    """Namespaces the node's runtime makes, and one a site keeps at the same path on every
+    node, are left as they are."""
     namespaces = [
         {"type": "network"},
         {"type": "mount", "path": ""},
         {"type": "network", "path": "/var/run/netns/hpc"},
-        {"type": "user", "path": 5},
-        "uts",
+        {"type": "time"},
     ]
     config = {**GOOD, "linux": {"namespaces": namespaces}}
     assert bundles.load(write(tmp_path, config)).config["linux"]["namespaces"] == namespaces
+
+
+@pytest.mark.parametrize(
+    ("linux", "message"),
+    [
+        ("x", "linux must be an object"),
+        ({"namespaces": {"type": "pid"}}, "linux.namespaces must be a list"),
+        ({"namespaces": ["uts"]}, "linux.namespaces[0] must be an object"),
+        ({"namespaces": [{"type": "bogus"}]}, "linux.namespaces[0].type 'bogus' is not a Linux"),
+        ({"namespaces": [{"path": "/x"}]}, "linux.namespaces[0].type None is not a Linux"),
+        ({"namespaces": [{"type": "user", "path": 5}]}, "linux.namespaces[0].path must be a"),
+    ],
+)
+def test_a_malformed_linux_block_is_refused_at_create(tmp_path, linux, message):
+    """crun refuses these too, but on the node: only after the job was granted and staged."""
+    with pytest.raises(InvalidInput, match=re.escape(f"config.json: {message}")):
+        bundles.load(write(tmp_path, {**GOOD, "linux": linux}))
