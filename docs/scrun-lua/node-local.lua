@@ -430,7 +430,7 @@ local function carry_one_command(source, copy, skip)
 	local from, to, what = quote(source), quote(copy), quote("copying " .. source)
 	local command = string.format("try %s %s %s %s", what, copy_command, from, to)
 	if skip ~= "" then
-		command = string.format("if [ -d %s ] && [ ! -L %s ]; then try %s rsync -a --numeric-ids --exclude=%s -- %s %s; else %s; fi",
+		command = string.format("if [ -d %s ] && [ ! -L %s ]; then try %s rsync -a -H --numeric-ids --exclude=%s -- %s %s; else %s; fi",
 			from, from, what, quote("/" .. skip), quote(source .. "/"), quote(copy .. "/"), command)
 	end
 	return string.format("%s\nif [ -d %s ] && [ ! -L %s ]; then find %s -mindepth 1 -printf '%%P\\0' >%s || exit 1; fi\n",
@@ -805,7 +805,7 @@ chmod --reference="$staged/rootfs" -- "$staged/upper" && chown --reference="$sta
 # container changed has its time from what changed in it, as through crun
 owners=--no-g
 [ "$(id -u)" != 0 ] || owners=
-rsync -a --omit-dir-times --numeric-ids $owners -- "$staged/upper/" "$orig/" || exit 1
+rsync -a -H --omit-dir-times --numeric-ids $owners -- "$staged/upper/" "$orig/" || exit 1
 rm -f -- "$entry/users/$id"]]
 end
 
@@ -1046,9 +1046,9 @@ if [ -f "$copy" ] && [ ! -L "$copy" ]; then
 	[ "$(id -u)" != 0 ] || keep=$keep,ownership
 	exec cp -P --preserve=$keep -- "$copy" "$source"
 elif [ ! -d "$copy" ] || [ -L "$copy" ]; then
-	exec rsync -a --numeric-ids --inplace -- "$copy" "$source"
+	exec rsync -a -H --numeric-ids --inplace -- "$copy" "$source"
 fi
-rsync -a --numeric-ids --inplace --from0 --files-from="$copy.changed" -- "$copy/" "$source/" || exit 1
+rsync -a -H --numeric-ids --inplace --from0 --files-from="$copy.changed" -- "$copy/" "$source/" || exit 1
 find "$copy" -mindepth 1 -printf '%P\0' | sort -z >"$copy.now" || exit 1
 sort -z "$copy.carried" | comm -z -23 - "$copy.now" | xargs -0 -r -I{} rm -rf -- "$source/{}") || failed=1; fi
 ]]
@@ -1062,7 +1062,7 @@ end
 local function root_back_command(from, to, job_id)
 	local at, name = string.match(from, "^(.*)/([^/]+)$")
 	return slurms_mount_points_command(quote(name), name .. ".since", "", job_id, at) .. "if " .. changed_since(quote(from), from .. ".since") .. "; then\n"
-		.. "\tout=$(rsync -a --omit-dir-times --numeric-ids --delete -- " .. quote(from .. "/") .. " " .. quote(to .. "/") .. " 2>&1)"
+		.. "\tout=$(rsync -a -H --omit-dir-times --numeric-ids --delete -- " .. quote(from .. "/") .. " " .. quote(to .. "/") .. " 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
 
@@ -1081,8 +1081,8 @@ local function node_back_command(entry, bundle, root_path, carry, user_id, job_i
 	local lower = node_cache_path(user_id) .. "/" .. string.match(entry, "[^/]*$") .. "/rootfs"
 	return slurms_mount_points_command("upper rootfs", "rootfs.since", lower, job_id, bundle)
 		.. "if " .. overlays_changed(bundle) .. "; then\n"
-		.. "\tout=$(rsync -a -X --numeric-ids --delete -- " .. quote(bundle .. "/upper/") .. " " .. quote(carry .. "/upper/")
-		.. " 2>&1 && rsync -a --numeric-ids --delete -- " .. quote(root_path .. "/") .. " " .. quote(carry .. "/rootfs/") .. " 2>&1)"
+		.. "\tout=$(rsync -a -H -X --numeric-ids --delete -- " .. quote(bundle .. "/upper/") .. " " .. quote(carry .. "/upper/")
+		.. " 2>&1 && rsync -a -H --numeric-ids --delete -- " .. quote(root_path .. "/") .. " " .. quote(carry .. "/rootfs/") .. " 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
 
@@ -1238,7 +1238,7 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		.. "[ -z \"$failed\" ] && " .. changed_lists_command(mounts)
 		.. " && set -- " .. quote(mounts) .. "/*.changed && if [ -e \"$1\" ]; then\n"
 		.. "\tany=\n\tfor c; do [ ! -s \"$c\" ] || any=1; done\n"
-		.. "\tif [ -n \"$any\" ]; then rsync -a --numeric-ids --delete -- " .. quote(mounts .. "/") .. " " .. quote(carry .. "/mounts/")
+		.. "\tif [ -n \"$any\" ]; then rsync -a -H --numeric-ids --delete -- " .. quote(mounts .. "/") .. " " .. quote(carry .. "/mounts/")
 		.. "; else cp -- \"$@\" " .. quote(carry .. "/mounts/") .. "; fi\n"
 		.. "fi; fi; s=$?; rm -rf -- " .. quote(bundle) .. "; rm -f -- " .. quote(node_cache_path(user_id)) .. "/*/users/" .. quote(id) .. "; exit $s"
 	if not run_on_nodes("copying what the container wrote back", with_user_ids(back)) then

@@ -396,7 +396,7 @@ local function carry_one_command(source, copy, skip)
 	local from, to, what = quote(source), quote(copy), quote("copying " .. source)
 	local command = string.format("try %s %s %s %s", what, copy_command, from, to)
 	if skip ~= "" then
-		command = string.format("if [ -d %s ] && [ ! -L %s ]; then try %s rsync -a --numeric-ids --exclude=%s -- %s %s; else %s; fi",
+		command = string.format("if [ -d %s ] && [ ! -L %s ]; then try %s rsync -a -H --numeric-ids --exclude=%s -- %s %s; else %s; fi",
 			from, from, what, quote("/" .. skip), quote(source .. "/"), quote(copy .. "/"), command)
 	end
 	return string.format("%s\nif [ -d %s ] && [ ! -L %s ]; then find %s -mindepth 1 -printf '%%P\\0' >%s || exit 1; fi\n",
@@ -763,7 +763,7 @@ chmod --reference="$staged/rootfs" -- "$staged/upper" && chown --reference="$sta
 # container changed has its time from what changed in it, as through crun
 owners=--no-g
 [ "$(id -u)" != 0 ] || owners=
-rsync -a --omit-dir-times --numeric-ids $owners -- "$staged/upper/" "$orig/" || exit 1
+rsync -a -H --omit-dir-times --numeric-ids $owners -- "$staged/upper/" "$orig/" || exit 1
 rm -f -- "$entry/users/$id"]]
 end
 
@@ -930,9 +930,9 @@ if [ -f "$copy" ] && [ ! -L "$copy" ]; then
 	[ "$(id -u)" != 0 ] || keep=$keep,ownership
 	exec cp -P --preserve=$keep -- "$copy" "$source"
 elif [ ! -d "$copy" ] || [ -L "$copy" ]; then
-	exec rsync -a --numeric-ids --inplace -- "$copy" "$source"
+	exec rsync -a -H --numeric-ids --inplace -- "$copy" "$source"
 fi
-rsync -a --numeric-ids --inplace --from0 --files-from="$copy.changed" -- "$copy/" "$source/" || exit 1
+rsync -a -H --numeric-ids --inplace --from0 --files-from="$copy.changed" -- "$copy/" "$source/" || exit 1
 find "$copy" -mindepth 1 -printf '%P\0' | sort -z >"$copy.now" || exit 1
 sort -z "$copy.carried" | comm -z -23 - "$copy.now" | xargs -0 -r -I{} rm -rf -- "$source/{}") || failed=1; fi
 ]]
@@ -946,7 +946,7 @@ end
 local function root_back_command(from, to, job_id)
 	local at, name = string.match(from, "^(.*)/([^/]+)$")
 	return slurms_mount_points_command(quote(name), name .. ".since", "", job_id, at) .. "if " .. changed_since(quote(from), from .. ".since") .. "; then\n"
-		.. "\tout=$(rsync -a --omit-dir-times --numeric-ids --delete -- " .. quote(from .. "/") .. " " .. quote(to .. "/") .. " 2>&1)"
+		.. "\tout=$(rsync -a -H --omit-dir-times --numeric-ids --delete -- " .. quote(from .. "/") .. " " .. quote(to .. "/") .. " 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
 

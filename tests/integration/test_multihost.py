@@ -209,7 +209,8 @@ def test_writes_to_a_bind_mount_the_nodes_cannot_see_come_back(
 ) -> None:
     """`-v DIR:/out` of a directory on the login host's own disk (each node has its own
     /var/tmp): what the container writes there, and what it deletes, is so on the login host
-    afterwards, as through crun; a read-only mount is left as it was."""
+    afterwards, as through crun (a hard link it made is one); a read-only mount is left as
+    it was."""
     uid, runner = who
     podman = runner(site_runtime(SCRIPT_TEXTS[script](cluster["SCRUN_SHARED_DIR"])))
     out, inputs = (Path(f"/var/tmp/scrun-bind-{uuid.uuid4().hex[:10]}") for _ in range(2))
@@ -219,14 +220,18 @@ def test_writes_to_a_bind_mount_the_nodes_cannot_see_come_back(
             (directory / "old").write_text("old\n")
             for path in (directory, directory / "sub", directory / "old"):
                 os.chown(path, uid, uid)
-        program = "echo new > /out/sub/new && rm /out/old && cat /in/old && ! rm /in/old"
+        program = (
+            "echo new > /out/sub/new && ln /out/sub/new /out/sub/link && rm /out/old"
+            " && cat /in/old && ! rm /in/old"
+        )
         done = podman(
             "run", "--rm", "-v", f"{out}:/out", "-v", f"{inputs}:/in:ro", IMAGE, "sh", "-c", program
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert done.stdout == "old\n", done.stdout
-        assert sorted(p.name for p in out.rglob("*")) == ["new", "sub"]
+        assert sorted(p.name for p in out.rglob("*")) == ["link", "new", "sub"]
         assert (out / "sub" / "new").read_text() == "new\n"
+        assert (out / "sub" / "link").stat().st_ino == (out / "sub" / "new").stat().st_ino
         assert (out / "sub" / "new").stat().st_uid == uid
         assert (inputs / "old").read_text() == "old\n"
     finally:
