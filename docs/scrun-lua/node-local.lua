@@ -406,8 +406,10 @@ end
 -- process: a local rsync takes ~45 ms to start its three, for a file as for a tree. As
 -- rsync, it keeps the owners only when run by root (keep_command sets $keep): a user's
 -- copy is the user's, which a rootless engine's --userns=keep-id container needs on the
--- node (its root directory is its root's, mode 0700, in the engine's storage).
-local copy_command = "cp -RP --preserve=$keep --"
+-- node (its root directory is its root's, mode 0700, in the engine's storage). A symbolic
+-- link named on its command line is followed (a bind mount's source, which mount(2) follows
+-- too); those inside the tree are copied as links.
+local copy_command = "cp -RH --preserve=$keep --"
 local keep_command = [[
 keep=mode,timestamps,links
 [ "$(id -u)" != 0 ] || keep=$keep,ownership
@@ -430,8 +432,8 @@ local function carry_one_command(source, copy, skip)
 	local from, to, what = quote(source), quote(copy), quote("copying " .. source)
 	local command = string.format("try %s %s %s %s", what, copy_command, from, to)
 	if skip ~= "" then
-		command = string.format("if [ -d %s ] && [ ! -L %s ]; then try %s rsync -a -H --numeric-ids --exclude=%s -- %s %s; else %s; fi",
-			from, from, what, quote("/" .. skip), quote(source .. "/"), quote(copy .. "/"), command)
+		command = string.format("if [ -d %s ]; then try %s rsync -a -H --numeric-ids --exclude=%s -- %s %s; else %s; fi",
+			from, what, quote("/" .. skip), quote(source .. "/"), quote(copy .. "/"), command)
 	end
 	return string.format("%s\nif [ -d %s ] && [ ! -L %s ]; then find %s -mindepth 1 -printf '%%P\\0' >%s || exit 1; fi\n",
 		command, to, to, to, quote(copy .. ".carried"))
@@ -464,7 +466,7 @@ unreadable() {
 	exit 1
 }
 # one du for all sources (one each when du left one out: one inside another, or twice)
-out=$(du -sk]] .. excludes .. [[ -- "$@" 2>&1) || unreadable "$out"
+out=$(du -skD]] .. excludes .. [[ -- "$@" 2>&1) || unreadable "$out"
 sizes= n=0
 set -f
 IFS='
@@ -1032,11 +1034,12 @@ done)]]
 end
 
 -- A shell command that copies back into the bind mount source `source` what the container
--- changed in its copy `copy`: the entries `copy.changed` lists (written by
--- changed_lists_command where it ran), and the deletions of what was carried; nothing
--- else, so what others wrote to `source` meanwhile stays (two containers of one `-v DIR`:
--- both one's and the other's writes). Nothing runs when it changed nothing. A failure sets
--- `failed`.
+-- changed in its copy `copy`: first the deletions of what was carried (so that a directory
+-- it replaced with a file, or the reverse, is gone first), then the entries `copy.changed`
+-- lists (written by changed_lists_command where it ran) and every entry whose path was not
+-- carried (a renamed directory's contents keep their times); nothing else, so what others
+-- wrote to `source` meanwhile stays (two containers of one `-v DIR`: both one's and the
+-- other's writes). Nothing runs when it changed nothing. A failure sets `failed`.
 local function carry_back_command(copy, source)
 	local changed = quote(copy .. ".changed")
 	return "if [ ! -f " .. changed .. " ] || [ -s " .. changed .. " ]; then (copy=" .. quote(copy) .. " source=" .. quote(source) .. "\n" .. [[
@@ -1048,9 +1051,11 @@ if [ -f "$copy" ] && [ ! -L "$copy" ]; then
 elif [ ! -d "$copy" ] || [ -L "$copy" ]; then
 	exec rsync -a -H --numeric-ids --inplace -- "$copy" "$source"
 fi
-rsync -a -H --numeric-ids --inplace --from0 --files-from="$copy.changed" -- "$copy/" "$source/" || exit 1
 find "$copy" -mindepth 1 -printf '%P\0' | sort -z >"$copy.now" || exit 1
-sort -z "$copy.carried" | comm -z -23 - "$copy.now" | xargs -0 -r -I{} rm -rf -- "$source/{}") || failed=1; fi
+sort -z "$copy.carried" >"$copy.was" || exit 1
+comm -z -23 "$copy.was" "$copy.now" | xargs -0 -r -I{} rm -rf -- "$source/{}" || exit 1
+comm -z -13 "$copy.was" "$copy.now" | cat "$copy.changed" - >"$copy.send" || exit 1
+rsync -a -H --numeric-ids --inplace --from0 --files-from="$copy.send" -- "$copy/" "$source/") || failed=1; fi
 ]]
 end
 

@@ -132,6 +132,6 @@ class PendingStageOut:
             log.error(f"stage-out of container {container} failed: {exc.message}")
             return
         if not result.ok:
-            log.error(f"stage-out of container {container} failed: {result.message}")
+            log.error(f"stage-out of container {container} failed: {result.errors_in_one_line()}")
         else:
             log.verbose(f"staged out container {container} for its dead anchor")

@@ -239,6 +239,101 @@ def test_writes_to_a_bind_mount_the_nodes_cannot_see_come_back(
             shutil.rmtree(directory, ignore_errors=True)
 
 
+def tree(top: Path) -> dict[str, str]:
+    """Each entry under `top`: a directory as "/", a symbolic link as "-> target", a file
+    as its text."""
+    found: dict[str, str] = {}
+    for path in sorted(top.rglob("*")):
+        name = str(path.relative_to(top))
+        if path.is_symlink():
+            found[name] = f"-> {os.readlink(path)}"
+        elif path.is_dir():
+            found[name] = "/"
+        else:
+            found[name] = path.read_text()
+    return found
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_renames_and_replacements_in_a_bind_mount_come_back_as_through_crun(
+    script: str, cluster: Cluster, site_runtime: MakeSite, no_leftovers: Callable[..., None]
+) -> None:
+    """A directory renamed (its contents keep their times), a directory replaced by a file
+    and a file by a directory, in a bind mount the nodes cannot see; and a bind mount whose
+    source is a symbolic link to a directory (mount(2) follows it): the login host has
+    what crun would have left."""
+    site = site_runtime(SCRIPT_TEXTS[script](cluster["SCRUN_SHARED_DIR"]))
+    base = Path(f"/var/tmp/scrun-bind-{uuid.uuid4().hex[:10]}")
+    try:
+        (base / "d" / "dir1" / "sub").mkdir(parents=True)
+        (base / "d" / "dir1" / "sub" / "x").write_text("x\n")
+        (base / "d" / "todir").mkdir()
+        (base / "d" / "todir" / "z").write_text("z\n")
+        (base / "d" / "tofile").write_text("f\n")
+        (base / "real").mkdir()
+        (base / "real" / "r").write_text("r\n")
+        (base / "link").symlink_to("real")
+        program = (
+            "mv /d/dir1 /d/dir2 && rm -r /d/todir && echo now > /d/todir && rm /d/tofile"
+            " && mkdir /d/tofile && echo new > /l/new && rm /l/r && ls /l"
+        )
+        done = site.podman(
+            "run", "--rm", "-v", f"{base}/d:/d", "-v", f"{base}/link:/l", IMAGE, "sh", "-c", program
+        )  # fmt: skip
+        assert (done.returncode, done.stdout) == (0, "new\n"), done.stderr
+        assert tree(base) == {
+            "d": "/",
+            "d/dir2": "/",
+            "d/dir2/sub": "/",
+            "d/dir2/sub/x": "x\n",
+            "d/todir": "now\n",
+            "d/tofile": "/",
+            "link": "-> real",
+            "real": "/",
+            "real/new": "new\n",
+        }
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_stage_out_that_fails_is_told_on_the_containers_stderr(
+    cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
+) -> None:
+    """What the container wrote cannot go back (its bind mount's source became a file while
+    it ran): the user reads why, and where it is kept, in one line; the container's exit
+    code is its own."""
+    base = Path(f"/var/tmp/scrun-bind-{uuid.uuid4().hex[:10]}")
+    name = f"scrun-stage-out-{uuid.uuid4().hex[:10]}"
+    base.mkdir()
+    kept = None
+    # it writes once /out/go is there (`podman exec` makes it, in the container's copy)
+    program = "while [ ! -e /out/go ]; do sleep 0.1; done; echo x > /out/f; exit 3"
+    try:
+        started = podman.scrun(
+            "run", "-d", "--name", name, "-v", f"{base}:/out", IMAGE, "sh", "-c", program
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr
+        base.rmdir()
+        base.write_text("not a directory any more\n")
+        went = podman.scrun("exec", name, "touch", "/out/go")
+        assert went.returncode == 0, went.stderr
+        waited = podman.scrun("wait", name)
+        assert (waited.returncode, waited.stdout.strip()) == (0, "3"), waited.stderr
+        logs = podman.scrun("logs", name)
+        told = [line for line in logs.stderr.splitlines() if line.startswith("scrun:")]
+        assert len(told) == 1, logs.stderr
+        assert told[0].startswith("scrun: error: stage-out failed: "), told
+        found = re.search(r"what the container wrote is kept in (\S+)$", told[0])
+        assert found is not None, told
+        kept = Path(found.group(1))
+        assert (kept / "mounts").is_dir(), told
+    finally:
+        podman.scrun("rm", "-f", name)
+        if kept is not None:
+            shutil.rmtree(kept, ignore_errors=True)
+        base.unlink(missing_ok=True)
+
+
 def cache_stamps(shared: str, uid: int) -> dict[str, int]:
     """The user's image cache entries on the scratch, each with its import's time."""
     cache = Path(shared) / str(uid) / "scrun-cache"

@@ -194,14 +194,14 @@ def test_a_job_that_ended_before_start_fails_the_start(fp, site, spool, bundle) 
 
 
 def test_a_failed_stage_in_is_staged_out_and_its_job_cancelled(
-    fp, site, spool, bundle, tmp_path
+    fp, site, spool, bundle, tmp_path, capfd
 ) -> None:
     marks = tmp_path / "marks"
     (site.slurm_conf.parent / "scrun.lua").write_text(
         f"""
 local function mark(text) local f = io.open("{marks}", "a"); f:write(text); f:close() end
 function slurm_scrun_stage_in() mark("in "); slurm.log_error("no room"); return slurm.ERROR end
-function slurm_scrun_stage_out() mark("out"); return slurm.SUCCESS end
+function slurm_scrun_stage_out() mark("out"); slurm.log_error("nothing to remove"); return 1 end
 """
     )
     expect_allocation(fp, site)
@@ -209,6 +209,9 @@ function slurm_scrun_stage_out() mark("out"); return slurm.SUCCESS end
     with pytest.raises(LuaError, match=r"stage-in failed: .*no room"):
         creation(site, spool, bundle).create()
     assert marks.read_text() == "in out"
+    # create reports the failure; no container ran, so the stage-out failure is only logged
+    # (the anchor's log reaches this stderr in a unit test)
+    assert capfd.readouterr().err.count("scrun: error: stage-out failed: nothing to remove") == 1
     assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 1
     assert not os.path.exists(spool.socket)
 
@@ -465,6 +468,41 @@ def test_the_container_is_running_until_stage_out_has_run(
     after = saved(spool).oci_state()
     assert (after["status"], after["pid"], after["exitCode"]) == ("stopped", 0, 3)
     assert steps.events == ["squeue: none", "stage-out"]  # its tasks had ended
+
+
+FAILING_STAGE_OUT = """
+function slurm_scrun_stage_in() return slurm.SUCCESS end
+function slurm_scrun_stage_out()
+    slurm.log_error("copying back failed (exit 1): rsync: open\\n  denied")
+    slurm.log_info("not said")
+    slurm.log_error("what the container wrote is kept in /scratch/c1")
+    return slurm.ERROR
+end
+"""
+
+
+def test_a_failed_stage_out_is_told_in_one_line_on_the_containers_stderr(
+    fp, site, spool, bundle, capfd
+) -> None:
+    """What the container wrote did not come back: the user reads why and where it is
+    kept, every error line of the script's in one line; the container's exit code stays."""
+    (site.slurm_conf.parent / "scrun.lua").write_text(FAILING_STAGE_OUT)
+    expect_allocation(fp, site)
+    container = Container(creation(site, spool, bundle).create())
+    FakeSteps(fp, str(site.bin), JOB, {})
+    fp.register(step_argv(site, bundle), returncode=3)
+    fp.register([site.tool("scontrol"), "-o", "show", "job", str(JOB)], stdout=RUNNING)
+    assert container.handle({"op": "start"}) == {"ok": True}
+    assert container.stop() == 3
+    told = capfd.readouterr().err.splitlines()
+    # (the anchor's log reaches this stderr too in a unit test: once as its log, once told)
+    assert (
+        told.count(
+            "scrun: error: stage-out failed: copying back failed (exit 1): rsync: open denied; "
+            "what the container wrote is kept in /scratch/c1"
+        )
+        == 2
+    ), told
 
 
 def test_a_step_that_ends_by_itself_is_waited_for_not_cancelled(

@@ -198,6 +198,13 @@ class StageResult:
         self.seconds = seconds
         self.traceback = traceback
 
+    def errors_in_one_line(self) -> str:
+        """Every error line the hook logged, in one line: for a failed stage-out of the
+        shipped scripts, what failed, then where the container's files are kept (the
+        message names only the last). The message when it logged none."""
+        said = [record.message for record in self.logs if record.level <= log.ERROR]
+        return "; ".join(" ".join(line.split()) for line in said or [self.message])
+
     def as_dict(self) -> dict[str, object]:
         """The result in the JSON reports of scrun-stage and scrun-lua-check."""
         return {

@@ -174,6 +174,7 @@ class Creation:
             pid_file=self.pid_file,
             log_file=self.log_file,
             log_format=self.log_format,
+            stderr=stderr,
         )
         undo.callback(preparation.end)
         self._get_job(request, preparation)

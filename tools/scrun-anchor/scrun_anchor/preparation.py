@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from scrunlib.lua.stage import Stager
     from scrunlib.phases import PhaseClock
 
+    from scrun_anchor.channel import ContainerStderr
+
 # How long an abandoned stage-in may take to end once its commands were killed.
 ABANDON_SECONDS = 30.0
 
@@ -107,8 +109,10 @@ class Preparation:
         pid_file: str | None,
         log_file: str | None,
         log_format: str,
+        stderr: ContainerStderr,
     ) -> None:
         self.slurm, self.life, self.state, self.spool = slurm, life, state, spool
+        self.stderr = stderr  # the one channel to the user
         self.bundle = bundle
         self.submission_bundle, self.stager, self.version = submission_bundle, stager, version
         self.clock = clock
@@ -201,7 +205,9 @@ class Preparation:
             job_env=self.job_env.get(),
             orig_bundle=self.submission_bundle,
         )
-        self.staging = ContainerStaging(self.stager, context, self.spool, self.slurm.slurm_conf)
+        self.staging = ContainerStaging(
+            self.stager, context, self.spool, self.slurm.slurm_conf, self.stderr
+        )
         self._worker = StageInWorker(self.staging)
 
     def _ready(self) -> None:

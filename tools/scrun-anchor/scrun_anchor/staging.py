@@ -37,12 +37,18 @@ class ContainerStaging:
     out if we die first (scrunlib.stageout)."""
 
     def __init__(
-        self, stager: Stager, context: StageContext, spool: Spool, slurm_conf: str
+        self,
+        stager: Stager,
+        context: StageContext,
+        spool: Spool,
+        slurm_conf: str,
+        stderr: ContainerStderr,
     ) -> None:
         self.stager = stager
         self.context = context
         self.spool = spool
         self.slurm_conf = slurm_conf
+        self.stderr = stderr
 
     def stage_in(self) -> tuple[str, str]:
         """Run slurm_scrun_stage_in; returns the (bundle, rootfs) the script chose."""
@@ -64,16 +70,19 @@ class ContainerStaging:
 
     def stage_out(self) -> None:
         """Run slurm_scrun_stage_out (also after a failed stage-in, so that the script can
-        remove what it staged); a failure is logged, cleanup goes on."""
+        remove what it staged). A failure is logged and told on the container's stderr
+        (held, so never said, for a container the engine never started): what the container
+        wrote did not come back, and the script says where it is kept. Cleanup goes on."""
         try:
             result = self.stager.stage_out(self.context)
+            failure = None if result.ok else result.errors_in_one_line()
         except LuaError as exc:
-            log.error(f"stage-out failed: {exc.message}")
-            return
+            failure = exc.message
         finally:
             stageout.PendingStageOut.clear(self.spool)
-        if not result.ok:
-            log.error(f"stage-out failed: {result.message}")
+        if failure is not None:
+            log.error(f"stage-out failed: {failure}")
+            self.stderr.notice(f"scrun: error: stage-out failed: {failure}")
 
     def leave_pending(self) -> None:
         """Stage-out is left to `scrun delete`: what it needs stays in the spool, the
