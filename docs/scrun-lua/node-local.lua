@@ -427,7 +427,10 @@ try() {
 
 -- A shell command that copies the bind mount source `source` to `copy` (a directory's
 -- contents, or a file), leaving out `skip` (relative to `source`), and lists what it
--- carried in `<copy>.carried` (NUL-separated) when it is a directory.
+-- carried in `<copy>.carried` (NUL-separated) when it is a directory. When the user can
+-- write nothing of a directory source (a root-owned one, say) it touches `<copy>.readonly`:
+-- the copy is the user's, which the container could write (as it could not through crun)
+-- and whose writes could not go back, so stage-in mounts it read-only (read_only_copies).
 local function carry_one_command(source, copy, skip)
 	local from, to, what = quote(source), quote(copy), quote("copying " .. source)
 	local command = string.format("try %s %s %s %s", what, copy_command, from, to)
@@ -435,8 +438,25 @@ local function carry_one_command(source, copy, skip)
 		command = string.format("if [ -d %s ]; then try %s rsync -a -H --numeric-ids --exclude=%s -- %s %s; else %s; fi",
 			from, what, quote("/" .. skip), quote(source .. "/"), quote(copy .. "/"), command)
 	end
-	return string.format("%s\nif [ -d %s ] && [ ! -L %s ]; then find %s -mindepth 1 -printf '%%P\\0' >%s || exit 1; fi\n",
-		command, to, to, to, quote(copy .. ".carried"))
+	return string.format("%s\nif [ -d %s ] && [ ! -L %s ]; then find %s -mindepth 1 -printf '%%P\\0' >%s || exit 1; fi\n"
+		.. "[ ! -d %s ] || [ -n \"$(find -H %s -writable -print -quit 2>/dev/null)\" ] || : >%s || exit 1\n",
+		command, to, to, to, quote(copy .. ".carried"), from, from, quote(copy .. ".readonly"))
+end
+
+-- Marks read-only, in the node's `config`, each bind mount of `mounts` (carry_in_command's)
+-- whose copy carry_one_command found the user could not write at all.
+local function read_only_copies(config, mounts)
+	for _, m in ipairs(mounts) do
+		local mark = io.open(m.copy .. ".readonly", "rb")
+		if mark then
+			mark:close()
+			local mount = config["mounts"][m.index]
+			if not has_option(mount, "ro") then
+				mount["options"] = mount["options"] or {}
+				table.insert(mount["options"], "ro")
+			end
+		end
+	end
 end
 
 -- A shell command that carries the bind mounts `mounts` (each: `source`, the path of its
@@ -1125,7 +1145,7 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	carried_in = carried_mounts(config)
 	for _, carried in ipairs(carried_in) do
 		local copy = string.format("%s/mounts/%d", carry, carried.index)
-		table.insert(mounts, { source = carried.source, copy = copy, skip = inner_scratch(carried.source) })
+		table.insert(mounts, { index = carried.index, source = carried.source, copy = copy, skip = inner_scratch(carried.source) })
 		config["mounts"][carried.index]["source"] = string.format("%s/mounts/%d", here, carried.index)
 	end
 	local cache = nil
@@ -1140,6 +1160,7 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 	if not run("staging into " .. carry, command, "the scratch " .. scratch) then
 		return slurm.ERROR
 	end
+	read_only_copies(config, mounts)
 	if shm ~= nil then
 		config["mounts"][shm] = shm_tmpfs(config["mounts"][shm], read_lines(carry .. "/shm-size")[1])
 	end
