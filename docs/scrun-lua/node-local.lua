@@ -1064,18 +1064,32 @@ local function carry_back_command(copy, source)
 	local changed = quote(copy .. ".changed")
 	return "if [ ! -f " .. changed .. " ] || [ -s " .. changed .. " ]; then (copy=" .. quote(copy) .. " source=" .. quote(source) .. "\n" .. [[
 if [ ! -f "$copy.changed" ]; then echo "no list of what the container changed in $copy"; exit 1; fi
+# Run as a user, nothing sets a group: what the container made takes the one its directory
+# gives it (a setgid directory's), and a file keeps its own, as through crun. What another
+# user owns (a root-owned file the user may write) gets its contents only, and the time of
+# the write, as through crun: only its owner may set its time or mode.
+me=$(id -u) owners=--no-g
+[ "$me" != 0 ] || owners=
 if [ -f "$copy" ] && [ ! -L "$copy" ]; then
-	keep=mode,timestamps
-	[ "$(id -u)" != 0 ] || keep=$keep,ownership
-	exec cp -P --preserve=$keep -- "$copy" "$source"
+	keep=--preserve=mode,timestamps
+	[ "$me" != 0 ] || keep=$keep,ownership
+	[ "$me" = 0 ] || [ ! -e "$source" ] || [ -O "$source" ] || keep=
+	exec cp -P $keep -- "$copy" "$source"
 elif [ ! -d "$copy" ] || [ -L "$copy" ]; then
-	exec rsync -a -H --numeric-ids --inplace -- "$copy" "$source"
+	exec rsync -a -H --numeric-ids --inplace $owners -- "$copy" "$source"
 fi
 find "$copy" -mindepth 1 -printf '%P\0' | sort -z >"$copy.now" || exit 1
 sort -z "$copy.carried" >"$copy.was" || exit 1
 comm -z -23 "$copy.was" "$copy.now" | xargs -0 -r -I{} rm -rf -- "$source/{}" || exit 1
-comm -z -13 "$copy.was" "$copy.now" | cat "$copy.changed" - >"$copy.send" || exit 1
-rsync -a -H --numeric-ids --inplace --from0 --files-from="$copy.send" -- "$copy/" "$source/") || failed=1; fi
+comm -z -13 "$copy.was" "$copy.now" | cat "$copy.changed" - | sort -z -u >"$copy.send" || exit 1
+: >"$copy.theirs"
+if [ "$me" != 0 ]; then
+	# (find names each path it cannot find, a new one: those are the user's to make)
+	(cd "$source" && find -files0-from "$copy.send" -maxdepth 0 ! -user "$me" -print0 2>/dev/null) | sort -z >"$copy.theirs"
+	comm -z -23 "$copy.send" "$copy.theirs" >"$copy.mine" && mv -- "$copy.mine" "$copy.send" || exit 1
+fi
+rsync -a -H --no-implied-dirs --numeric-ids --inplace $owners --from0 --files-from="$copy.send" -- "$copy/" "$source/" || exit 1
+[ ! -s "$copy.theirs" ] || rsync -a -H -I --no-t --no-g --no-implied-dirs --numeric-ids --inplace --from0 --files-from="$copy.theirs" -- "$copy/" "$source/") || failed=1; fi
 ]]
 end
 

@@ -5,12 +5,15 @@ one line a user gets when a node cannot see what its container needs."""
 from __future__ import annotations
 
 import fcntl
+import grp
 import os
 import platform
+import pwd
 import re
 import shlex
 import shutil
 import struct
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -274,6 +277,57 @@ def test_a_bind_mount_the_user_cannot_write_is_read_only_as_through_crun(
     finally:
         for directory in (closed, mixed):
             shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_bind_mount_of_a_group_directory_comes_back_as_through_crun(
+    script: str,
+    who: Who,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """`-v DIR:/d` of a setgid directory of a group the user is not in (mode 2777, as a
+    project's), holding files and a sticky directory (not setgid) that root owns and anyone
+    may write,
+    and a single-file mount of one: what the container makes takes the directory's group,
+    what it appends to keeps its owner, group and contents, a date it sets stays; as
+    through crun, and stage-out does not fail on what the user cannot chgrp or date (the
+    container ends seconds after its writes, so that the root-owned directory's time in the
+    copy and on the login host differ)."""
+    uid, runner = who
+    podman = runner(site_runtime(SCRIPT_TEXTS[script](cluster["SCRUN_SHARED_DIR"])))
+    staff = grp.getgrnam("staff").gr_gid
+    base = Path(f"/var/tmp/scrun-bind-{uuid.uuid4().hex[:10]}")
+    try:
+        base.mkdir()
+        (base / "sticky").mkdir()
+        for path in (base / "old", base / "single"):
+            path.write_text("old\n")
+        for path, mode in ((base, 0o2777), (base / "sticky", 0o1777), (base / "old", 0o666)):
+            os.chown(path, 0, staff)
+            path.chmod(mode)
+        (base / "single").chmod(0o666)
+        program = (
+            "echo new > /d/made && mkdir /d/dir && echo new > /d/dir/in && echo p > /d/sticky/p"
+            " && echo more >> /d/old && echo more >> /s && touch -d 2001-01-01 /d/made && sleep 2"
+        )
+        done = podman(
+            "run", "--rm", "-v", f"{base}:/d", "-v", f"{base / 'single'}:/s", IMAGE,
+            "sh", "-c", program,
+        )  # fmt: skip
+        assert (done.returncode, errors(done.stderr)) == (0, []), done.stderr
+        for name in ("made", "dir", "dir/in"):
+            assert ((base / name).stat().st_uid, (base / name).stat().st_gid) == (uid, staff), name
+        own = (uid, pwd.getpwuid(uid).pw_gid)  # (a directory that is not setgid)
+        assert ((base / "sticky/p").stat().st_uid, (base / "sticky/p").stat().st_gid) == own
+        assert (base / "dir").stat().st_mode & 0o2000
+        assert time.gmtime((base / "made").stat().st_mtime).tm_year == 2001
+        for name in ("old", "single"):
+            assert (base / name).read_text() == "old\nmore\n", name
+        assert ((base / "old").stat().st_uid, (base / "old").stat().st_gid) == (0, staff)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def tree(top: Path) -> dict[str, str]:
