@@ -9,6 +9,7 @@ what they saw, read on the node (slurm.remote_command) where the container ran.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -356,6 +357,35 @@ def stepd_of(cluster: Cluster, job_id: int) -> int:
     return 0
 
 
+def kill_what_the_node_runs_of(job_id: int) -> None:
+    """SIGKILL the processes a node still runs of step `job_id`.0 (crun, named after the
+    step, its wrapper, and the container's processes below them), and wait for them to go:
+    they would live on for minutes, holding the job's cgroups."""
+
+    def argv(pid: str) -> list[bytes]:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+        except OSError:
+            return []
+
+    name = f".{job_id}.0.0".encode()
+    found = [pid for pid in os.listdir("/proc") if (args := argv(pid)) and args[-1].endswith(name)]
+    tree = set(found)
+    while found:
+        pid = found.pop()
+        for task in Path(f"/proc/{pid}/task").glob("*/children"):
+            try:
+                children = set(task.read_text().split()) - tree
+            except OSError:
+                continue
+            tree |= children
+            found.extend(children)
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+    wait_for("the lost step's processes gone", lambda: not any(argv(pid) for pid in tree))
+
+
 def test_a_sigkill_ends_a_container_whose_step_slurm_lost(
     cluster: Cluster, site_runtime: MakeSite, no_leftovers: Callable[..., None]
 ) -> None:
@@ -395,8 +425,10 @@ def test_a_sigkill_ends_a_container_whose_step_slurm_lost(
     finally:
         site.podman("rm", "-f", "-t", "0", name)
         shutil.rmtree(out, ignore_errors=True)
-        # The slurmstepd killed here would have run oci.conf's RunTimeDelete at the step's
-        # end: the node's crun state of the step is the fault's to leave, not scrun's.
+        # The slurmstepd killed here would have killed the step's processes and run
+        # oci.conf's RunTimeDelete at the step's end: what the node still runs of the step,
+        # and its crun state, are the fault's to leave, not scrun's.
+        kill_what_the_node_runs_of(job_id)
         for root in node_roots(cluster.env).values():
             for state in (root / "run" / "user").glob(f"*/crun/*.{job_id}.*"):
                 shutil.rmtree(state)
