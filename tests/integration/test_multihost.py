@@ -250,33 +250,42 @@ def test_a_bind_mount_the_user_cannot_write_is_read_only_as_through_crun(
     site_runtime: MakeSite,
     no_leftovers: Callable[..., None],
 ) -> None:
-    """`-v DIR:/x` of a root-owned directory (mode 755): a rootless container cannot write
-    it, as through crun, though its copy is the user's (it is mounted read-only); root's
-    can. Another mount with a directory the user may write stays writable."""
+    """`-v DIR:/x` of a root-owned directory (mode 755), and `-v FILE:/f` of a root-owned
+    file (mode 644): a rootless container cannot write them, as through crun, though their
+    copies are the user's (they are mounted read-only); root's can. Another mount with a
+    directory the user may write stays writable."""
     uid, runner = who
     podman = runner(site_runtime(SCRIPT_TEXTS[script](cluster["SCRUN_SHARED_DIR"])))
     closed, mixed = (Path(f"/var/tmp/scrun-bind-{uuid.uuid4().hex[:10]}") for _ in range(2))
+    conf = closed.with_name(f"{closed.name}.conf")
     try:
         closed.mkdir(mode=0o755)
         (closed / "old").write_text("old\n")
+        conf.write_text("conf\n")
+        conf.chmod(0o644)
         (mixed / "open").mkdir(parents=True)
         os.chown(mixed / "open", uid, uid)
-        program = "cat /x/old; echo w > /m/open/w; echo w > /x/new && echo wrote"
+        program = "cat /x/old; echo w > /m/open/w; echo w >> /f; echo w > /x/new && echo wrote"
         done = podman(
-            "run", "--rm", "-v", f"{closed}:/x", "-v", f"{mixed}:/m", IMAGE, "sh", "-c", program
+            "run", "--rm", "-v", f"{closed}:/x", "-v", f"{mixed}:/m", "-v", f"{conf}:/f", IMAGE,
+            "sh", "-c", program,
         )  # fmt: skip
         assert not [line for line in done.stderr.splitlines() if line.startswith("scrun:")]
         assert (mixed / "open" / "w").read_text() == "w\n"
         if uid == 0:
             assert (done.returncode, done.stdout) == (0, "old\nwrote\n"), done.stderr
             assert (closed / "new").read_text() == "w\n"
+            assert conf.read_text() == "conf\nw\n"
         else:
             assert (done.returncode, done.stdout) == (1, "old\n"), done.stderr
             assert "/x/new: Read-only file system" in done.stderr, done.stderr
+            assert "/f: Read-only file system" in done.stderr, done.stderr
+            assert conf.read_text() == "conf\n"
             assert sorted(p.name for p in closed.iterdir()) == ["old"]
     finally:
         for directory in (closed, mixed):
             shutil.rmtree(directory, ignore_errors=True)
+        conf.unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
