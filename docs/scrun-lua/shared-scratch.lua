@@ -370,15 +370,16 @@ end
 
 -- Copies a tree or a file as `rsync -a --numeric-ids` would (hard links kept too), in one
 -- process: a local rsync takes ~45 ms to start its three, for a file as for a tree. As
--- rsync, it keeps the owners only when run by root (keep_command sets $keep): a user's
--- copy is the user's, which a rootless engine's --userns=keep-id container needs on the
--- node (its root directory is its root's, mode 0700, in the engine's storage). A symbolic
--- link named on its command line is followed (a bind mount's source, which mount(2) follows
--- too); those inside the tree are copied as links.
+-- rsync, it keeps the owners only when run by root (keep_command sets $keep, and $owners
+-- for rsync itself): a user's copy is the user's, which a rootless engine's
+-- --userns=keep-id container needs on the node (its root directory is its root's, mode
+-- 0700, in the engine's storage). A symbolic link named on its command line is followed (a
+-- bind mount's source, which mount(2) follows too); those inside the tree are copied as
+-- links.
 local copy_command = "cp -RH --preserve=$keep --"
 local keep_command = [[
-keep=mode,timestamps,links
-[ "$(id -u)" != 0 ] || keep=$keep,ownership
+keep=mode,timestamps,links owners=--no-g
+[ "$(id -u)" != 0 ] || keep=$keep,ownership owners=
 ]]
 
 -- A shell command that runs a step (`try WHAT COMMAND...`): on failure it prints WHAT, the
@@ -400,9 +401,9 @@ try() {
 -- and whose writes could not go back, so stage-in mounts it read-only (read_only_copies).
 local function carry_one_command(source, copy, skip)
 	local from, to, what = quote(source), quote(copy), quote("copying " .. source)
-	local command = string.format("try %s %s %s %s", what, copy_command, from, to)
+	local command = string.format("carry %s %s %s %s", what, copy_command, from, to)
 	if skip ~= "" then
-		command = string.format("if [ -d %s ]; then try %s rsync -a -H --numeric-ids --exclude=%s -- %s %s; else %s; fi",
+		command = string.format("if [ -d %s ]; then carry %s rsync -a -H $owners --numeric-ids --exclude=%s -- %s %s; else %s; fi",
 			from, what, quote("/" .. skip), quote(source .. "/"), quote(copy .. "/"), command)
 	end
 	return string.format("%s\nif [ -d %s ] && [ ! -L %s ]; then find %s -mindepth 1 -printf '%%P\\0' >%s || exit 1; fi\n"
@@ -446,14 +447,30 @@ local function carry_in_command(mounts, limit_kib, also)
 		return "touch -- " .. marks
 	end
 	return "limit=" .. math.floor(limit_kib) .. "\nset --" .. sources .. "\n" .. [[
-# du's first complaint, one line (a source holding what the user cannot read: -v /tmp:/tmp)
+# What the user cannot read is left out of the copies (through crun the container could
+# not read it either: a lost+found, other users' files in -v /tmp:/tmp); any other
+# complaint of du, cp or rsync fails stage-in. (`denied`: the complaints of another kind.)
+denied() {
+	printf '%s\n' "$1" | grep -v -e ': Permission denied$' -e ': Permission denied (13)$' \
+		-e '^rsync error: some files/attrs were not transferred (see previous errors) (code 23)'
+}
+sizes_of() {
+	printf '%s\n' "$1" | grep -v '^du: '
+}
 unreadable() {
-	first=$(printf '%s\n' "$1" | grep -m 1 '^du: ')
-	echo "cannot carry a bind mount to the nodes: ${first:-$1}"
+	first=$(printf '%s\n' "$1" | grep '^du: ' | grep -v -m 1 ': Permission denied$')
+	[ -n "$first" ] || return 0
+	echo "cannot carry a bind mount to the nodes: $first"
 	exit 1
 }
+carry() {
+	what=$1
+	shift
+	out=$(LC_ALL=C "$@" 2>&1) || { rc=$?; [ -z "$(denied "$out")" ] || { echo "$what failed (exit $rc): $out"; exit "$rc"; }; }
+}
 # one du for all sources (one each when du left one out: one inside another, or twice)
-out=$(du -skD]] .. excludes .. [[ -- "$@" 2>&1) || unreadable "$out"
+out=$(LC_ALL=C du -skD]] .. excludes .. [[ -- "$@" 2>&1) || unreadable "$out"
+out=$(sizes_of "$out")
 sizes= n=0
 set -f
 IFS='
@@ -463,7 +480,7 @@ unset IFS
 set +f
 if [ "$n" != $# ]; then
 	sizes=
-	for from; do out=$(du -sk]] .. excludes .. [[ -- "$from" 2>&1) || unreadable "$out"; sizes="$sizes ${out%%[!0-9]*}"; done
+	for from; do out=$(LC_ALL=C du -sk]] .. excludes .. [[ -- "$from" 2>&1) || unreadable "$out"; out=$(sizes_of "$out"); sizes="$sizes ${out%%[!0-9]*}"; done
 fi
 for from; do
 	sizes=${sizes# }

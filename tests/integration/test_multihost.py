@@ -289,6 +289,74 @@ def test_a_bind_mount_the_user_cannot_write_is_read_only_as_through_crun(
 
 
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_bind_mount_holding_what_the_user_cannot_read_runs_as_through_crun(
+    script: str,
+    who: Who,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """`-v DIR:/d` of a directory holding a root-owned lost+found (mode 700) and file (mode
+    600), as a filesystem's top directory does: the container runs, as through crun, and
+    cannot read those (they are left out of its copy) unless it is root's; what it writes
+    comes back, and what it could not read is as it was."""
+    uid, runner = who
+    podman = runner(site_runtime(SCRIPT_TEXTS[script](cluster["SCRUN_SHARED_DIR"])))
+    base = Path(f"/var/tmp/scrun-bind-{uuid.uuid4().hex[:10]}")
+    try:
+        (base / "lost+found").mkdir(parents=True, mode=0o700)
+        (base / "lost+found" / "kept").write_text("kept\n")
+        (base / "secret").write_text("secret\n")
+        (base / "secret").chmod(0o600)
+        (base / "open").mkdir(mode=0o777)
+        (base / "open").chmod(0o777)
+        (base / "open" / "in").write_text("in\n")
+        program = "cat /d/open/in && echo out > /d/open/out && (cat /d/secret || echo unread)"
+        done = podman("run", "--rm", "-v", f"{base}:/d", IMAGE, "sh", "-c", program)
+        assert done.returncode == 0, done.stderr
+        assert not [line for line in done.stderr.splitlines() if line.startswith("scrun:")]
+        assert done.stdout == ("in\nsecret\n" if uid == 0 else "in\nunread\n"), done.stdout
+        assert (base / "open" / "out").read_text() == "out\n"
+        assert (base / "open" / "out").stat().st_uid == uid
+        assert (base / "secret").read_text() == "secret\n"
+        assert (base / "lost+found" / "kept").read_text() == "kept\n"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_a_bind_mount_holding_the_scratch_comes_back_without_it(
+    script: str,
+    who: Who,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """`-v DIR:/d` where DIR holds the scratch itself (`-v /tmp:/tmp` with the scratch under
+    /tmp) and root's files: the scratch is left out of the copy both ways, the rest is
+    carried (the copy is the user's: no owner or group is kept), and what the container
+    writes comes back."""
+    uid, runner = who
+    outer = Path(cluster["SCRUN_SHARED_DIR"]) / f"outer-{uuid.uuid4().hex[:10]}"
+    scratch = outer / "scratch"
+    try:
+        scratch.mkdir(parents=True)
+        scratch.chmod(0o1777)  # as a site's /scratch
+        os.chown(outer, uid, uid)  # the user's: a directory on the way to the scratch
+        (outer / "theirs").write_text("theirs\n")
+        podman = runner(site_runtime(SCRIPT_TEXTS[script](str(scratch))))
+        program = "cat /d/theirs && ls /d && echo new > /d/new"
+        done = podman("run", "--rm", "-v", f"{outer}:/d", IMAGE, "sh", "-c", program)
+        assert (done.returncode, errors(done.stderr)) == (0, []), done.stderr
+        assert done.stdout == "theirs\ntheirs\n", done.stdout  # (not the scratch)
+        assert (outer / "new").read_text() == "new\n"
+        assert (outer / "new").stat().st_uid == uid
+        assert not list((scratch / str(uid) / "scrun").glob("*"))
+    finally:
+        shutil.rmtree(outer, ignore_errors=True)
+
+
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
 def test_a_bind_mount_of_a_group_directory_comes_back_as_through_crun(
     script: str,
     who: Who,

@@ -24,7 +24,6 @@ from users import (
     User,
     assert_users_clean,
     errors,
-    one_error,
     pick_users,
     user_site,
 )
@@ -78,22 +77,21 @@ def test_exit_code_and_stdin(alice: User, clean: None) -> None:
     assert (done.returncode, done.stdout) == (0, "through stdin\n"), done.stderr
 
 
-def test_a_bind_mount_the_user_cannot_read_whole_is_one_line(alice: User, clean: None) -> None:
+def test_a_bind_mount_the_user_cannot_read_whole_runs(alice: User, clean: None) -> None:
     """`-v /tmp:/tmp` on a login node: the shipped script copies a directory the nodes do
-    not see, and a user cannot read other users' files in it. One line names what."""
+    not see, and a user cannot read other users' files in it. The container runs, as
+    through crun, without them (it could not read them either)."""
     source = Path(tempfile.mkdtemp(dir="/var/tmp"))
     private = source / "someone-elses"
     private.mkdir(mode=0o700)  # root's, as made by this (root) test
+    (private / "theirs").write_text("theirs\n")
     os.chown(source, alice.uid, alice.gid)
     try:
-        done = alice.podman("run", "--rm", "-v", f"{source}:/x", IMAGE, "true")
+        done = alice.podman("run", "--rm", "-v", f"{source}:/x", IMAGE, "ls", "/x")
+        assert (done.returncode, errors(done.stderr)) == (0, []), done.stderr
+        assert (private / "theirs").read_text() == "theirs\n"
     finally:
         shutil.rmtree(source)
-    line = one_error(done)
-    assert f"cannot carry a bind mount to the nodes: du: cannot read directory '{private}'" in (
-        line
-    ), line
-    assert line.endswith("Permission denied: OCI permission denied"), line
 
 
 def test_tty(alice: User, clean: None) -> None:
