@@ -483,16 +483,20 @@ local function carry_in_command(mounts, limit_kib, also)
 	return "limit=" .. math.floor(limit_kib) .. "\nset --" .. sources .. "\n" .. [[
 # What the user cannot read is left out of the copies (through crun the container could
 # not read it either: a lost+found, other users' files in -v /tmp:/tmp); any other
-# complaint of du, cp or rsync fails stage-in. (`denied`: the complaints of another kind.)
+# complaint of du, cp or rsync (one about the copy, say) fails stage-in. (`denied`: the
+# complaints of another kind than about a source the user cannot read.)
 denied() {
-	printf '%s\n' "$1" | grep -v -e ': Permission denied$' -e ': Permission denied (13)$' \
-		-e '^rsync error: some files/attrs were not transferred (see previous errors) (code 23)'
+	printf '%s\n' "$1" | grep -v -E \
+		-e "^(du: cannot (read directory|access)|cp: cannot (access|stat)) '.*': Permission denied$" \
+		-e "^cp: cannot open '.*' for reading: Permission denied$" \
+		-e '^rsync: \[sender\] .*: Permission denied \(13\)$' \
+		-e '^rsync error: some files/attrs were not transferred \(see previous errors\) \(code 23\)'
 }
 sizes_of() {
 	printf '%s\n' "$1" | grep -v '^du: '
 }
 unreadable() {
-	first=$(printf '%s\n' "$1" | grep '^du: ' | grep -v -m 1 ': Permission denied$')
+	first=$(denied "$(printf '%s\n' "$1" | grep '^du: ')" | grep -m 1 .)
 	[ -n "$first" ] || return 0
 	echo "cannot carry a bind mount to the nodes: $first"
 	exit 1
