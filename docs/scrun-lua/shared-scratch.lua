@@ -393,12 +393,14 @@ try() {
 ]]
 
 -- A shell command that copies the bind mount source `source` to `copy` (a directory's
--- contents, or a file), leaving out `skip` (relative to `source`), and lists what it
--- carried in `<copy>.carried` (NUL-separated) when it is a directory. When the user can
--- write nothing of a directory source (a root-owned one, say), or cannot write a file
--- source, it touches `<copy>.readonly`:
--- the copy is the user's, which the container could write (as it could not through crun)
--- and whose writes could not go back, so stage-in mounts it read-only (read_only_copies).
+-- contents, or a file), leaving out `skip` (relative to `source`) and what the user cannot
+-- read (carry_in_command's `carry`: an unreadable directory is an empty one in the copy,
+-- an unreadable file source an empty file), and lists what it carried in `<copy>.carried`
+-- (NUL-separated) when it is a directory. When the user can write nothing of a directory
+-- source (a root-owned one, say), or cannot write a file source, it touches
+-- `<copy>.readonly`: the copy is the user's, which the container could write (as it could
+-- not through crun) and whose writes could not go back, so stage-in mounts it read-only
+-- (read_only_copies).
 local function carry_one_command(source, copy, skip)
 	local from, to, what = quote(source), quote(copy), quote("copying " .. source)
 	local command = string.format("carry %s %s %s %s", what, copy_command, from, to)
@@ -406,9 +408,10 @@ local function carry_one_command(source, copy, skip)
 		command = string.format("if [ -d %s ]; then carry %s rsync -a -H $owners --numeric-ids --exclude=%s -- %s %s; else %s; fi",
 			from, what, quote("/" .. skip), quote(source .. "/"), quote(copy .. "/"), command)
 	end
-	return string.format("%s\nif [ -d %s ] && [ ! -L %s ]; then find %s -mindepth 1 -printf '%%P\\0' >%s || exit 1; fi\n"
+	return string.format("%s\n[ -e %s ] || [ -L %s ] || [ -d %s ] || : >%s || exit 1\n"
+		.. "if [ -d %s ] && [ ! -L %s ]; then find %s -mindepth 1 -printf '%%P\\0' >%s || exit 1; fi\n"
 		.. "if [ -d %s ]; then [ -n \"$(find -H %s -writable -print -quit 2>/dev/null)\" ]; else [ -w %s ]; fi || : >%s || exit 1\n",
-		command, to, to, to, quote(copy .. ".carried"), from, from, from, quote(copy .. ".readonly"))
+		command, to, to, from, to, to, to, to, quote(copy .. ".carried"), from, from, from, quote(copy .. ".readonly"))
 end
 
 -- Marks read-only, in the node's `config`, each bind mount of `mounts` (carry_in_command's)

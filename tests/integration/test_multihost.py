@@ -297,9 +297,10 @@ def test_a_bind_mount_holding_what_the_user_cannot_read_runs_as_through_crun(
     no_leftovers: Callable[..., None],
 ) -> None:
     """`-v DIR:/d` of a directory holding a root-owned lost+found (mode 700) and file (mode
-    600), as a filesystem's top directory does: the container runs, as through crun, and
-    cannot read those (they are left out of its copy) unless it is root's; what it writes
-    comes back, and what it could not read is as it was."""
+    600), as a filesystem's top directory does, and `-v FILE:/s` of that file: the
+    container runs, as through crun, and cannot read those (they are left out of its copy,
+    the file mount is an empty file) unless it is root's; what it writes comes back, and
+    what it could not read is as it was."""
     uid, runner = who
     podman = runner(site_runtime(SCRIPT_TEXTS[script](cluster["SCRUN_SHARED_DIR"])))
     base = Path(f"/var/tmp/scrun-bind-{uuid.uuid4().hex[:10]}")
@@ -311,11 +312,18 @@ def test_a_bind_mount_holding_what_the_user_cannot_read_runs_as_through_crun(
         (base / "open").mkdir(mode=0o777)
         (base / "open").chmod(0o777)
         (base / "open" / "in").write_text("in\n")
-        program = "cat /d/open/in && echo out > /d/open/out && (cat /d/secret || echo unread)"
-        done = podman("run", "--rm", "-v", f"{base}:/d", IMAGE, "sh", "-c", program)
+        program = (
+            "cat /d/open/in && echo out > /d/open/out && (cat /d/secret || echo unread)"
+            " && (cat /s 2>/dev/null; echo end)"
+        )
+        done = podman(
+            "run", "--rm", "-v", f"{base}:/d", "-v", f"{base / 'secret'}:/s", IMAGE,
+            "sh", "-c", program,
+        )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert not [line for line in done.stderr.splitlines() if line.startswith("scrun:")]
-        assert done.stdout == ("in\nsecret\n" if uid == 0 else "in\nunread\n"), done.stdout
+        expected = "in\nsecret\nsecret\nend\n" if uid == 0 else "in\nunread\nend\n"
+        assert done.stdout == expected, done.stdout
         assert (base / "open" / "out").read_text() == "out\n"
         assert (base / "open" / "out").stat().st_uid == uid
         assert (base / "secret").read_text() == "secret\n"
