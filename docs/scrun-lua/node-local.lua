@@ -434,7 +434,8 @@ try() {
 -- source (a root-owned one, say), or cannot write a file source, it touches
 -- `<copy>.readonly`: the copy is the user's, which the container could write (as it could
 -- not through crun) and whose writes could not go back, so stage-in mounts it read-only
--- (read_only_copies).
+-- (read_only_copies). So too for a file source the user cannot read: its empty copy going
+-- back would replace what it holds.
 local function carry_one_command(source, copy, skip)
 	local from, to, what = quote(source), quote(copy), quote("copying " .. source)
 	local command = string.format("carry %s %s %s %s", what, copy_command, from, to)
@@ -444,8 +445,8 @@ local function carry_one_command(source, copy, skip)
 	end
 	return string.format("%s\n[ -e %s ] || [ -L %s ] || [ -d %s ] || : >%s || exit 1\n"
 		.. "if [ -d %s ] && [ ! -L %s ]; then find %s -mindepth 1 -printf '%%P\\0' >%s || exit 1; fi\n"
-		.. "if [ -d %s ]; then [ -n \"$(find -H %s -writable -print -quit 2>/dev/null)\" ]; else [ -w %s ]; fi || : >%s || exit 1\n",
-		command, to, to, from, to, to, to, to, quote(copy .. ".carried"), from, from, from, quote(copy .. ".readonly"))
+		.. "if [ -d %s ]; then [ -n \"$(find -H %s -writable -print -quit 2>/dev/null)\" ]; else [ -r %s ] && [ -w %s ]; fi || : >%s || exit 1\n",
+		command, to, to, from, to, to, to, to, quote(copy .. ".carried"), from, from, from, from, quote(copy .. ".readonly"))
 end
 
 -- Marks read-only, in the node's `config`, each bind mount of `mounts` (carry_in_command's)

@@ -297,10 +297,10 @@ def test_a_bind_mount_holding_what_the_user_cannot_read_runs_as_through_crun(
     no_leftovers: Callable[..., None],
 ) -> None:
     """`-v DIR:/d` of a directory holding a root-owned lost+found (mode 700) and file (mode
-    600), as a filesystem's top directory does, and `-v FILE:/s` of that file: the
-    container runs, as through crun, and cannot read those (they are left out of its copy,
-    the file mount is an empty file) unless it is root's; what it writes comes back, and
-    what it could not read is as it was."""
+    600), as a filesystem's top directory does, `-v FILE:/s` of that file and `-v FILE:/w`
+    of one it may write but not read: the container runs, as through crun, and cannot read
+    those (they are left out of its copy, the file mounts are empty files) unless it is
+    root's; what it writes comes back, and what it could not read is as it was."""
     uid, runner = who
     podman = runner(site_runtime(SCRIPT_TEXTS[script](cluster["SCRUN_SHARED_DIR"])))
     base = Path(f"/var/tmp/scrun-bind-{uuid.uuid4().hex[:10]}")
@@ -309,16 +309,18 @@ def test_a_bind_mount_holding_what_the_user_cannot_read_runs_as_through_crun(
         (base / "lost+found" / "kept").write_text("kept\n")
         (base / "secret").write_text("secret\n")
         (base / "secret").chmod(0o600)
+        (base / "drop").write_text("drop\n")
+        (base / "drop").chmod(0o622)  # a file others may write but not read
         (base / "open").mkdir(mode=0o777)
         (base / "open").chmod(0o777)
         (base / "open" / "in").write_text("in\n")
         program = (
             "cat /d/open/in && echo out > /d/open/out && (cat /d/secret || echo unread)"
-            " && (cat /s 2>/dev/null; echo end)"
+            " && (cat /s 2>/dev/null; echo end) && { (echo more >> /w) 2>/dev/null || :; }"
         )
         done = podman(
-            "run", "--rm", "-v", f"{base}:/d", "-v", f"{base / 'secret'}:/s", IMAGE,
-            "sh", "-c", program,
+            "run", "--rm", "-v", f"{base}:/d", "-v", f"{base / 'secret'}:/s",
+            "-v", f"{base / 'drop'}:/w", IMAGE, "sh", "-c", program,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert not [line for line in done.stderr.splitlines() if line.startswith("scrun:")]
@@ -328,6 +330,9 @@ def test_a_bind_mount_holding_what_the_user_cannot_read_runs_as_through_crun(
         assert (base / "open" / "out").stat().st_uid == uid
         assert (base / "secret").read_text() == "secret\n"
         assert (base / "lost+found" / "kept").read_text() == "kept\n"
+        # (a user's container gets the file it cannot read read-only: unlike crun, where
+        # it could append, but its empty copy cannot replace what the file holds)
+        assert (base / "drop").read_text() == ("drop\nmore\n" if uid == 0 else "drop\n")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
