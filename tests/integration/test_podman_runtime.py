@@ -429,6 +429,25 @@ def test_signal_reaches_the_trap_and_stop_ends_it(
     )
 
 
+def test_stop_right_after_run_reaches_the_trap(
+    podman: Podman, container_name: str, no_leftovers: Callable[..., None]
+) -> None:
+    """`podman run -d` then `podman stop` at once, as a workflow runner cancelling a step
+    does: the SIGTERM reaches the container's handler, as through crun, though its process
+    starts on the node only after `start` has returned (a signal sent then was lost half
+    the time, and stop ended the container with SIGKILL after its timeout). Four times."""
+    script = 'trap "exit 3" TERM; sleep 60 & wait'
+    for attempt in range(4):
+        started = podman.scrun("run", "-d", "--name", container_name, IMAGE, "sh", "-c", script)
+        assert started.returncode == 0, started.stderr
+        stopped = podman.scrun("stop", "-t", "30", container_name, timeout=60)
+        assert stopped.returncode == 0, stopped.stderr
+        inspected = podman.scrun("inspect", "--format", "{{.State.ExitCode}}", container_name)
+        assert (attempt, inspected.stdout.strip()) == (attempt, "3"), inspected.stderr
+        removed = podman.scrun("rm", container_name)
+        assert removed.returncode == 0, removed.stderr
+
+
 # ----------------------------------------------------------------------------- concurrency
 
 

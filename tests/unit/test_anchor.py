@@ -18,6 +18,7 @@ import pytest
 from fake_steps import FakeSteps
 from scrun_anchor import container as container_module
 from scrun_anchor import main as anchor_main
+from scrun_anchor import step_signals
 from scrun_anchor.channel import ContainerStderr
 from scrun_anchor.container import Container
 from scrun_anchor.creation import Creation
@@ -165,9 +166,11 @@ def test_a_refused_allocation_names_the_job_options_asked_for(
 @pytest.fixture(autouse=True)
 def quick_reap(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake salloc never learns of a (faked) scancel: kill it at once. Steps being
-    ended are looked for again at once (fake_steps counts listings, not seconds)."""
+    ended are looked for again at once (fake_steps counts listings, not seconds). A fake
+    step's signals need not wait for a process to start."""
     monkeypatch.setattr("scrun_anchor.preparation.REAP_SECONDS", 0.1)
     monkeypatch.setattr("scrunlib.slurm.STEP_POLL_SECONDS", 0.01)
+    monkeypatch.setattr(step_signals, "SETTLE_SECONDS", 0.0)
 
 
 def test_a_job_that_ended_before_start_fails_the_start(fp, site, spool, bundle) -> None:
@@ -294,6 +297,32 @@ def test_kill_signals_the_step(fp, site, bundle, created) -> None:
     fp.register([site.tool("scancel"), "--signal=10", f"{JOB}.0"])
     assert created.handle({"op": "kill", "signal": 10}) == {"ok": True}
     assert fp.call_count([site.tool("scancel"), "--signal=10", f"{JOB}.0"]) == 1
+
+
+def test_a_signal_right_after_start_waits_for_the_steps_process(
+    fp, site, bundle, created, monkeypatch
+) -> None:
+    """`podman run -d`, then `podman stop` at once: the step's srun has just started, and
+    the container's process may not run yet on its node (a SIGTERM then would be lost, and
+    `stop` would wait its whole timeout). A signal reaches Slurm once the step is
+    SETTLE_SECONDS old; a SIGKILL, which no process can miss, at once."""
+    monkeypatch.setattr(step_signals, "SETTLE_SECONDS", 0.5)
+    fp.register(step_argv(site, bundle), wait=30)
+    created.handle({"op": "start"})
+    launched = created.step_started
+    sent: dict[int, float] = {}
+    fp.register([site.tool("squeue"), fp.any()], stdout=f"{JOB}.0 scrun\n", occurrences=2)
+    for signum in (9, 15):
+        fp.register(
+            [site.tool("scancel"), f"--signal={signum}", f"{JOB}.0"],
+            callback=lambda _process, signum=signum: sent.update(
+                {signum: time.monotonic() - launched}
+            ),
+        )
+    assert created.handle({"op": "kill", "signal": 9}) == {"ok": True}
+    assert created.handle({"op": "kill", "signal": 15}) == {"ok": True}
+    assert sent[9] < 0.3
+    assert sent[15] >= 0.5
 
 
 def test_the_end_records_the_exit_code_and_ends_the_job(fp, site, spool, bundle, created) -> None:

@@ -40,7 +40,7 @@ from scrunlib.slurm_commands import (
 )
 from scrunlib.state import Status, process_start_time, shell_exit_code
 
-from scrun_anchor import step_end
+from scrun_anchor import step_end, step_signals
 from scrun_anchor.life import Event, Phase
 from scrun_anchor.queue import QueueWatch
 
@@ -304,6 +304,7 @@ class Container:
             self.life.stop(f"signal {signum} before its step started")
         elif state.status == Status.RUNNING:
             self.signalled = True
+            step_signals.settle(signum, self.step_started)  # until a new step's process runs
             if signum != signal.SIGKILL:
                 self._signal_step(signum)
                 return
@@ -347,22 +348,7 @@ class Container:
         self.life.stop("its step outlived SIGKILL")
 
     def _signal_step(self, signum: int) -> None:
-        """Signal our step, found by its name. Not the job: Slurm turns a job-level SIGKILL
-        into a cancel that waits KillWait seconds, longer than podman waits. A new
-        allocation whose step is not visible yet gets the signal at job level instead."""
-        state = self.state
-        job_id = state.job_id
-        if job_id is None:
-            return
-        steps = self.slurm.step_ids(job_id, state.step_name)
-        for step_id in steps:
-            if not self.slurm.cancel(job_id, signal=signum, step_id=step_id):
-                self.stderr.say(
-                    f"scrun: signal {signum} not delivered to container {state.id}: Slurm "
-                    f"says its step {job_id}.{step_id} is not running (a suspended job)"
-                )
-        if not steps and not state.existing_job:
-            self.slurm.cancel(job_id, signal=signum)
+        step_signals.signal_step(self.slurm, self.state, self.stderr, signum)
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> int:
