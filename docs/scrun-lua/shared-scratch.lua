@@ -35,7 +35,9 @@ local carry_limit_mib = 1024
 -- below a writable layer of its own (kernel overlay mounts, one per top-level directory,
 -- made by crun on the node). `false`: every container's root filesystem is copied whole.
 -- The cache is used only where the scratch can hold an overlay's writable layer (ext4, xfs,
--- btrfs, tmpfs); elsewhere (NFS, Lustre, GPFS) containers are copied whole.
+-- btrfs, tmpfs); elsewhere (NFS, Lustre, GPFS) containers are copied whole, and so is a
+-- container of more than one node (its nodes share its root, and a writable layer serves
+-- one overlay mount: the kernel leaves two at once undefined, and one node's task failed).
 local image_cache = true
 -- The most the cache may hold (MiB): past it, the least recently used images that no
 -- container uses are removed.
@@ -1032,6 +1034,18 @@ local function changes_back_command(entry, staged, root_path, orig, id, job_id)
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
 
+-- How many nodes the job has, from its environment `job_env` ("NAME=VALUE" entries; upstream
+-- numbers them from 0, scrun from 1: pairs reads both); 1 when it does not say.
+local function job_nodes(job_env)
+	for _, entry in pairs(job_env or {}) do
+		local nodes = string.match(entry, "^SLURM_JOB_NUM_NODES=(%d+)$")
+		if nodes then
+			return tonumber(nodes)
+		end
+	end
+	return 1
+end
+
 function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id, job_env)
 	id = file_name(id) -- what the paths below are named after
 	local config = read_config(config_file)
@@ -1053,7 +1067,7 @@ function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_i
 		config["mounts"][carried.index]["source"] = copy
 	end
 	local cache = nil
-	if image_cache then
+	if image_cache and job_nodes(job_env) == 1 then
 		cache = cache_path(user_id)
 	end
 	local owner = nil

@@ -629,6 +629,28 @@ def test_a_whole_copys_changes_come_back_as_through_crun(
             cluster_podman("rm", "-f", name)
 
 
+def test_the_nodes_of_a_container_share_its_root_on_the_shared_scratch(
+    podman: Podman, no_leftovers: Callable[..., None]
+) -> None:
+    """The cluster's scrun.lua gives a container of two nodes one root on the scratch they
+    share: a file one node's task writes, the other's sees (over the image cache, each node
+    mounted its own overlay of one writable layer, which the kernel leaves undefined: the
+    other never saw it, and one node's task failed at times, 126); it comes back."""
+    program = (
+        "if mkdir /etc/first 2>/dev/null; then sleep 1; echo written > /etc/seen; sleep 4;"
+        " else ls /etc/seen 2>/dev/null; sleep 3; cat /etc/seen; fi"
+    )
+    name = f"scrun-two-nodes-{uuid.uuid4().hex[:10]}"
+    try:
+        done = podman("--runtime", "scrun", "run", "--name", name, "-e",
+                      "SCRUN_JOB_NUM_NODES=2", IMAGE, "sh", "-c", program)  # fmt: skip
+        assert (done.returncode, done.stdout) == (0, "written\n"), done.stderr
+        diff = podman("diff", name)
+        assert {"A /etc/first", "A /etc/seen"} <= set(diff.stdout.splitlines()), diff.stdout
+    finally:
+        podman("rm", "-f", name)
+
+
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
 @pytest.mark.parametrize("mode", ["keep-id", "default", "user"])
 def test_every_rootless_user_namespace_mode_runs_as_the_user(

@@ -180,13 +180,15 @@ class Site:
     def carried(self) -> Path:
         return self.scratch / str(UID) / "scrun" / CONTAINER
 
-    def stage_in(self, container: str = CONTAINER) -> int:
-        """Stage-in of `container`; then wait until what it writes is newer than what was
-        staged (file times tick every few ms: a container starts much later)."""
+    def stage_in(self, container: str = CONTAINER, job_env: tuple[str, ...] = ()) -> int:
+        """Stage-in of `container` (`job_env`: its job's "NAME=VALUE" entries); then wait
+        until what it writes is newer than what was staged (file times tick every few ms: a
+        container starts much later)."""
         hook = self.runtime.globals().slurm_scrun_stage_in
         config = str(self.bundle / "config.json")
         self.slurm.bundle = ""
-        rc = int(hook(container, str(self.bundle), "/spool", config, 7, UID, UID, {}))
+        env = self.runtime.table_from(list(job_env))
+        rc = int(hook(container, str(self.bundle), "/spool", config, 7, UID, UID, env))
         if rc != 0:  # (nothing to wait for; the scratch may not even be writable)
             return rc
         probe = self.scratch / "probe"
@@ -528,7 +530,9 @@ def test_first_containers_started_at_once_import_once(tmp_path: Path, name: str)
     def stage_in(index: int) -> tuple[int, str, list[str]]:
         runtime, slurm = loaded[index]
         hook = runtime.globals().slurm_scrun_stage_in
-        rc = int(hook(f"c{index}", str(site.bundle), "/spool", config, 7, UID, UID, {}))
+        rc = int(
+            hook(f"c{index}", str(site.bundle), "/spool", config, 7, UID, UID, runtime.table())
+        )
         return rc, slurm.bundle, slurm.errors
 
     with ThreadPoolExecutor(6) as pool:
@@ -610,6 +614,29 @@ def test_without_the_cache_a_container_is_copied_whole(tmp_path: Path, name: str
     assert site.stage_out() == 0, site.slurm.errors
     assert (site.bundle / "rootfs" / "etc" / "os").read_text() == "changed on the node\n"
     assert not site.cache.exists() and not site.node_cache.exists()
+    assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_container_of_two_nodes_has_a_writable_layer_on_each(tmp_path: Path, name: str) -> None:
+    """A writable layer serves one overlay mount: a container on two nodes of the shared
+    scratch, whose nodes would mount the same one, is copied whole there (one node's task
+    failed, 126); node-local.lua's layers are on each node's own disk, and it keeps them."""
+    site = Site(tmp_path, name)
+    env = ("SLURM_JOB_ID=7", "SLURM_JOB_NUM_NODES=2", "SLURM_JOB_NODELIST=n[1-2]")
+    assert site.stage_in(job_env=env) == 0, site.slurm.errors
+    staged = Path(site.slurm.bundle)
+    mounts = json.loads((staged / "config.json").read_text())["mounts"]
+    overlays = [m["destination"] for m in mounts if m.get("type") == "overlay"]
+    if name == "node-local.lua":
+        assert overlays == ["/etc"]
+    else:
+        assert overlays == [] and not site.cache.exists()
+        assert (staged / "rootfs" / "etc" / "os").read_text() == "busybox\n"
+        (staged / "rootfs" / "etc" / "os").write_text("changed on a node\n")
+    assert site.stage_out() == 0, site.slurm.errors
+    if name == "shared-scratch.lua":
+        assert (site.bundle / "rootfs" / "etc" / "os").read_text() == "changed on a node\n"
     assert site.leftovers() == site.users_dirs
 
 
