@@ -717,8 +717,10 @@ end
 -- The overlay mounts that make the container's root of a cached image: one per top-level
 -- directory `dirs` of ENTRY/rootfs, put first in the config's mounts (the engine's own,
 -- /proc, /dev, /etc/hosts..., go on top of them). A directory the config mounts over whole
--- gets none.
+-- gets none. A read-only root (`podman run --read-only`, root.readonly) has them read-only:
+-- crun makes the root itself read-only, not the mounts on it.
 local function add_overlays(config, entry, staged, dirs)
+	local read_only = type(config["root"]) == "table" and config["root"]["readonly"] == true
 	local covered = {}
 	for _, mount in ipairs(config["mounts"] or {}) do
 		covered[mount["destination"]] = true
@@ -737,6 +739,9 @@ local function add_overlays(config, entry, staged, dirs)
 					"userxattr",
 				},
 			})
+			if read_only then
+				table.insert(mounts[#mounts].options, "ro")
+			end
 		end
 	end
 	for _, mount in ipairs(config["mounts"] or {}) do

@@ -184,6 +184,14 @@ def session_on_terminal(
     return os.waitstatus_to_exitcode(status), output
 
 
+# what a --read-only container may write: the tmpfs podman adds (/tmp, /var/tmp, /run), not
+# its image's directories, which the cluster's scrun.lua mounts from its image cache
+READ_ONLY_PROBE = (
+    "for f in /etc/x /bin/x /tmp/x; do touch $f 2>/dev/null && echo $f writable"
+    " || echo $f read-only; done"
+)
+READ_ONLY_SEEN = "/etc/x read-only\n/bin/x read-only\n/tmp/x writable\n"
+
 # In the container under `exec -it`: its terminal's size and `ready`, then (once a line is
 # typed) the size after the window changed to 40x120, waited for (the change travels engine
 # → conmon or shim → our pty → srun → slurmstepd's pty) at most 10 s. The first size is read

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from helpers import SCRUN_PODMAN, salloc_of, wait_for
+from helpers import READ_ONLY_PROBE, READ_ONLY_SEEN, SCRUN_PODMAN, salloc_of, wait_for
 
 if TYPE_CHECKING:
     from conftest import Cluster, Podman
@@ -139,6 +139,15 @@ def test_a_program_that_cannot_run_exits_as_through_crun(
     done = podman.scrun("run", "--rm", IMAGE, program)
     assert done.returncode == code, done.stderr
     assert said in done.stderr, done.stderr
+
+
+def test_a_read_only_container_cannot_write_its_image(
+    podman: Podman, no_leftovers: Callable[..., None]
+) -> None:
+    """`--read-only` as through crun: the image's directories cannot be written (they were:
+    the image cache's overlays were mounted read-write on the read-only root)."""
+    done = podman.scrun("run", "--rm", "--read-only", IMAGE, "sh", "-c", READ_ONLY_PROBE)
+    assert (done.returncode, done.stdout) == (0, READ_ONLY_SEEN), done.stderr
 
 
 def test_container_type_in_the_callers_environment_leaves_the_step_a_container(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from conftest import SEED_SCRIPT
-from helpers import SCRUN_PODMAN, wait_for
+from helpers import READ_ONLY_PROBE, READ_ONLY_SEEN, SCRUN_PODMAN, wait_for
 from users import (
     IMAGE,
     REPO,
@@ -92,6 +92,15 @@ def test_a_bind_mount_the_user_cannot_read_whole_runs(alice: User, clean: None) 
         assert (private / "theirs").read_text() == "theirs\n"
     finally:
         shutil.rmtree(source)
+
+
+def test_a_read_only_keep_id_container_cannot_write_its_image(alice: User, clean: None) -> None:
+    """cwltool's options, `--read-only --userns=keep-id`: the image's directories cannot be
+    written, as through crun (the image cache's overlays were read-write)."""
+    done = alice.podman(
+        "run", "--rm", "--read-only", "--userns=keep-id", IMAGE, "sh", "-c", READ_ONLY_PROBE
+    )
+    assert (done.returncode, done.stdout) == (0, READ_ONLY_SEEN), done.stderr
 
 
 def test_tty(alice: User, clean: None) -> None:

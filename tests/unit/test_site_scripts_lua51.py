@@ -600,6 +600,25 @@ def test_a_node_copies_a_cached_image_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
+def test_a_read_only_root_has_read_only_overlays(tmp_path: Path, name: str) -> None:
+    """`podman run --read-only` (root.readonly): crun makes the root read-only, not the
+    mounts on it, so a cached image's overlays are mounted read-only themselves (they were
+    writable: `touch /etc/x` succeeded where crun's says "Read-only file system")."""
+    site = Site(tmp_path, name)
+    config = json.loads((site.bundle / "config.json").read_text())
+    config["root"]["readonly"] = True
+    (site.bundle / "config.json").write_text(json.dumps(config))
+    assert site.stage_in() == 0, site.slurm.errors
+    staged = Path(site.slurm.bundle)
+    written = json.loads((staged / "config.json").read_text())
+    assert written["root"]["readonly"] is True
+    [overlay] = [mount for mount in written["mounts"] if mount.get("type") == "overlay"]
+    assert overlay["destination"] == "/etc" and overlay["options"][-2:] == ["userxattr", "ro"]
+    assert site.stage_out() == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
 def test_without_the_cache_a_container_is_copied_whole(tmp_path: Path, name: str) -> None:
     """`image_cache = false`: the root filesystem is copied whole (no overlay, no cache on
     the scratch or the node), and what the container wrote there comes back."""
