@@ -29,8 +29,9 @@ Keys (all optional):
                                           # queue before its stderr says why; 0: never
   queue_poll = 30                         # seconds between reads of a queued job's reason
   slurmctld_wait = 600                    # seconds a container's end waits for slurmctld to
-                                          # answer (a restart, a failover) before stage-out
-                                          # is left to `scrun delete`
+                                          # answer, or to stop listing its ended steps (a
+                                          # restart, a failover), before stage-out is left
+                                          # to `scrun delete`
 """
 
 from __future__ import annotations

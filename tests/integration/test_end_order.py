@@ -273,6 +273,33 @@ def unanswering_slurm(cluster: Cluster, bin_dir: Path) -> Path:
     return bin_dir
 
 
+def assert_files_back_once_slurm_answers(site: SiteRuntime, bin_dir: Path, notice: bytes) -> None:
+    """`podman run --rm` of a container that writes a file to its bind mount last and
+    exits 3, through `bin_dir`'s squeue, which does not tell that its step has ended until
+    the file `squeue.answers` beside it exists: the container's stderr says `notice` (its
+    anchor waits), the file is not back yet; once squeue tells, podman exits 3 and the
+    file is back."""
+    out = Path(f"/var/tmp/scrun-ctld-{uuid.uuid4().hex[:10]}")
+    out.mkdir()
+    program = "echo last > /out/f; exit 3"
+    command = scrun_podman("run", "--rm", "-v", f"{out}:/out", IMAGE, "sh", "-c", program)
+    podman = local_popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=site.env)
+    assert podman.stderr is not None
+    try:
+        try:
+            told = read_until(podman.stderr.fileno(), notice, 120)
+            assert notice in told, told
+            assert not (out / "f").exists()  # its stage-out waits
+        finally:
+            (bin_dir / "squeue.answers").touch()
+            _, errors = podman.communicate(timeout=180)
+        assert podman.returncode == 3, errors
+        assert b"were not copied back" not in told + errors, told + errors
+        assert (out / "f").read_text() == "last\n"
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def test_a_container_that_ends_while_slurmctld_does_not_answer_brings_its_files_back(
     cluster: Cluster, site_runtime: MakeSite, tmp_path: Path, no_leftovers: Callable[..., None]
 ) -> None:
@@ -286,25 +313,36 @@ def test_a_container_that_ends_while_slurmctld_does_not_answer_brings_its_files_
     bin_dir = unanswering_slurm(cluster, tmp_path / "bin")
     staging = (Path(cluster.slurm_conf).parent / "scrun.lua").read_text()  # the cluster's
     site = site_runtime(staging, bin_dir=bin_dir)
-    out = Path(f"/var/tmp/scrun-ctld-{uuid.uuid4().hex[:10]}")
-    out.mkdir()
-    program = "echo started; sleep 1; echo last > /out/f; exit 3"
-    command = scrun_podman("run", "--rm", "-v", f"{out}:/out", IMAGE, "sh", "-c", program)
-    podman = local_popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=site.env)
-    assert podman.stdout is not None and podman.stderr is not None
-    try:
-        try:
-            assert read_until(podman.stdout.fileno(), b"started", 120) == b"started\n"
-            told = read_until(podman.stderr.fileno(), b"scrun: Slurm does not answer", 120)
-            assert b"scrun: Slurm does not answer" in told, told
-            assert not (out / "f").exists()  # its stage-out waits
-        finally:
-            (bin_dir / "squeue.answers").touch()
-            _, errors = podman.communicate(timeout=180)
-        assert podman.returncode == 3, errors
-        assert (out / "f").read_text() == "last\n"
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    assert_files_back_once_slurm_answers(site, bin_dir, b"scrun: Slurm does not answer")
+
+
+# squeue as the anchor sees it after a slurmctld restart it missed the step's end in: the
+# step stays listed (its slurmstepd reports the end again a minute later), until the file
+# beside it exists
+LINGERING_SQUEUE = """#!/bin/sh
+%s "$@" || exit
+[ -e "$0.answers" ] && exit 0
+case " $* " in *" -s "*) ;; *) exit 0 ;; esac
+job=$(echo " $* " | sed -n 's/.* -j \\([0-9]*\\) .*/\\1/p')
+[ -n "$job" ] && echo "$job.0 scrun"
+"""
+
+
+def test_a_step_slurm_lists_after_its_end_is_waited_for_and_its_files_come_back(
+    cluster: Cluster, site_runtime: MakeSite, tmp_path: Path, no_leftovers: Callable[..., None]
+) -> None:
+    """slurmctld restarted while the container ended: it lists the step, cancelled or
+    not, until slurmstepd reports its end again (a minute later; here squeue lists it
+    until the test lets it go, once the anchor said it waits). The anchor waits for that,
+    then stages out: the file the container wrote last is back. (The anchor gave up
+    step_grace seconds after the cancel before: the file lost, the staged copy left, as
+    seen with a real slurmctld killed and restarted during a container's last seconds.)"""
+    bin_dir = unanswering_slurm(cluster, tmp_path / "bin")
+    squeue = bin_dir / "squeue"
+    squeue.write_text(LINGERING_SQUEUE % shlex.quote(str(slurm_bin_dir(cluster) / "squeue")))
+    staging = (Path(cluster.slurm_conf).parent / "scrun.lua").read_text()  # the cluster's
+    site = site_runtime(staging, settings={"step_grace": 2}, bin_dir=bin_dir)
+    assert_files_back_once_slurm_answers(site, bin_dir, b"scrun: Slurm still lists the steps")
 
 
 def test_a_container_whose_end_slurmctld_never_confirms_is_copied_back_by_a_later_delete(

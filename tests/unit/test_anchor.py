@@ -578,10 +578,10 @@ def test_tasks_that_outlive_a_killed_srun_are_ended_before_stage_out(
 def test_stage_out_is_left_to_delete_while_the_tasks_may_still_run(
     fp, site, spool, bundle, staged, monkeypatch
 ) -> None:
-    """A step Slurm still lists step_grace seconds after its cancel: stage-out is not run
-    (stage.json stays, for `scrun delete` once the job's end has ended the tasks); the
+    """A step Slurm still lists slurmctld_wait seconds after its cancel: stage-out is not
+    run (stage.json stays, for `scrun delete` once the job's end has ended the tasks); the
     job still ends and the container is stopped."""
-    site.config.step_grace = 0.3
+    site.config.step_grace, site.config.slurmctld_wait = 0.3, 0.5
     steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"}, lingers=999)
     seen = record_stage_out(monkeypatch, spool, steps)
     fp.register(step_argv(site, bundle), returncode=0)
@@ -592,6 +592,30 @@ def test_stage_out_is_left_to_delete_while_the_tasks_may_still_run(
     state = saved(spool)
     assert (state.status, state.job_ended) == (Status.STOPPED, True)
     assert job_status(site) == "0"
+
+
+def test_a_step_slurm_lists_past_its_cancel_is_waited_for_then_staged_out(
+    fp, site, spool, bundle, staged, monkeypatch, capfd
+) -> None:
+    """slurmctld restarted while the container ended: it lists the step until its
+    slurmstepd reports the end again (a minute later), past step_grace after the cancel.
+    The anchor waits for that (up to slurmctld_wait), the user told once, then stages
+    out: giving up after step_grace lost what the container wrote last (seen with a real
+    slurmctld restart)."""
+    site.config.step_grace = 0.3
+    steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"}, lingers=40)  # > a step_grace
+    record_stage_out(monkeypatch, spool, steps)
+    fp.register(step_argv(site, bundle), returncode=0)
+    assert staged.handle({"op": "start"}) == {"ok": True}
+    assert staged.stop() == 0
+    assert steps.events[-2:] == ["squeue: none", "stage-out"]
+    assert steps.events.count(f"scancel {JOB}.0") == 2  # the step is cancelled each round
+    assert not os.path.exists(spool.stage_file)
+    told = [line for line in capfd.readouterr().err.splitlines() if line.startswith("scrun:")]
+    assert told == [
+        "scrun: Slurm still lists the steps of container c1 after their cancel: waiting for "
+        "it to confirm that they have ended, to copy its files back"
+    ]
 
 
 def test_a_container_that_ends_while_slurmctld_is_down_waits_for_its_answer(

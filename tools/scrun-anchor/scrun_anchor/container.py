@@ -420,24 +420,39 @@ class Container:
         steps are no longer listed: srun's end does not prove it (a srun killed by the
         escalation above, or lost, leaves them running). Steps still listed are cancelled
         (at once when we were asked to stop, else once they outlive STEP_END_PATIENCE) and
-        waited for, `step_grace` seconds at most (LOST_STEP_WAIT after a lost SIGKILL).
-        While slurmctld does not answer (a restart, a failover), it is asked again for up
-        to the site's `slurmctld_wait` seconds, the user told once: stage-out left to
-        `scrun delete` would run after the engine removed the container, too late for its
-        files to come back. When no answer tells, the user reads why the container's files
-        did not come back."""
+        waited for, `step_grace` seconds at a time. While slurmctld does not answer (a
+        restart, a failover), or still lists them (their slurmstepd tells it of their end
+        again only a minute after a restart it missed), it is asked again for up to the
+        site's `slurmctld_wait` seconds, the user told once: stage-out left to `scrun
+        delete` would run after the engine removed the container, too late for its files to
+        come back. A lost SIGKILL's step is waited for LOST_STEP_WAIT seconds only (the
+        engine waits 5 s, then deletes). When no answer tells, the user reads why the
+        container's files did not come back."""
         state, job_id = self.state, self._job_id()
         names = container_step_names(state.step_name, state.existing_job)
         grace = LOST_STEP_WAIT if self.step_lost else self.site.step_grace
         patience = 0.0 if self.life.asked_to_stop else min(STEP_END_PATIENCE, grace / 2)
-        deadline = time.monotonic() + self.site.slurmctld_wait
+        started = time.monotonic()
+        deadline = started + self.site.slurmctld_wait
         unanswered = 0
+        listed_told = False
         while True:
             try:
                 if self.slurm.end_steps(job_id, names, grace, cancel_after=patience):
                     return True
-                why = f"its steps in job {job_id} still run {grace:g} s after they were cancelled"
-                break
+                if self.step_lost or time.monotonic() >= deadline:
+                    waited = f"{grace:g}" if self.step_lost else f"{time.monotonic() - started:.0f}"
+                    why = (
+                        f"its steps in job {job_id} still run {waited} s after they were cancelled"
+                    )
+                    break
+                if not listed_told:
+                    self.stderr.say(
+                        f"scrun: Slurm still lists the steps of container {state.id} after "
+                        "their cancel: waiting for it to confirm that they have ended, to "
+                        "copy its files back"
+                    )
+                    listed_told = True
             except SlurmError as exc:
                 if time.monotonic() >= deadline:
                     why = f"Slurm cannot say whether its tasks have ended ({exc.message})"
