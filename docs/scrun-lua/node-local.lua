@@ -1313,7 +1313,9 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		.. "; else cp -- \"$@\" " .. quote(carry .. "/mounts/") .. "; fi\n"
 		.. "fi; fi; s=$?; rm -rf -- " .. quote(bundle) .. "; rm -f -- " .. quote(node_cache_path(user_id)) .. "/*/users/" .. quote(id) .. "; exit $s"
 	if not run_on_nodes("copying what the container wrote back", with_user_ids(back)) then
-		slurm.log_error("%s", "what the container wrote is kept in " .. carry)
+		-- (a job Slurm has ended runs no command: then the node's copy stays where it is)
+		slurm.log_error("%s", "what the container wrote is kept in " .. carry .. ", or, if the job had ended, in "
+			.. bundle .. " on its first node")
 		return slurm.ERROR
 	end
 	local root_back = changes_back_command(entry, carry, carry .. "/rootfs", orig_root_path, id, job_id)
