@@ -698,13 +698,17 @@ find . -mindepth 1 -maxdepth 1 \( ! -type d -o -name '*[,:\\]*' -o -name '*
 *' \) -exec cp -RP --preserve="$keep" -t "$staged/rootfs" -- {} + || exit 1
 find . -mindepth 1 -maxdepth 1 -type d ! -name '*[,:\\]*' ! -name '*
 *' -printf '%m %U %G %P\n' >"$staged/overlays" || exit 1
-# the writable layers: the image's top-level directories, empty, with their modes, owners
-# and times (one tar to another: an `install -d` each took ~3 ms)
+# the writable layers, and the mount points they go on: the image's top-level directories,
+# empty, with their modes, owners and times (one tar to another: an `install -d` each took
+# ~3 ms). A mount point's mode is what crun's tmpcopyup gives a tmpfs the engine mounts
+# there (podman's /tmp of a --read-only container: the image's 1777, not mkdir's 755)
 set --
 while read -r mode uid gid name; do set -- "$@" "./$name"; done <"$staged/overlays"
-[ $# = 0 ] || tar --numeric-owner --no-recursion -cf - -- "$@" | tar --numeric-owner --same-owner --same-permissions -xf - -C "$staged/upper" || exit 1
+for to in "$staged/upper" "$staged/rootfs"; do
+	[ $# = 0 ] || tar --numeric-owner --no-recursion -cf - -- "$@" | tar --numeric-owner --same-owner --same-permissions -xf - -C "$to" || exit 1
+done
 set --
-while read -r mode uid gid name; do set -- "$@" "$staged/rootfs/$name" "$staged/work/$name"; done <"$staged/overlays"
+while read -r mode uid gid name; do set -- "$@" "$staged/work/$name"; done <"$staged/overlays"
 [ $# = 0 ] || mkdir -- "$@" || exit 1
 set --
 for name in etc/passwd etc/group; do

@@ -619,6 +619,23 @@ def test_a_read_only_root_has_read_only_overlays(tmp_path: Path, name: str) -> N
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
+def test_a_cached_images_mount_points_have_its_modes(tmp_path: Path, name: str) -> None:
+    """The staged root's mount points for the image's top-level directories have the
+    image's modes, as their writable layers do: crun's tmpcopyup gives a tmpfs the engine
+    mounts there (podman's /tmp of a --read-only container) the mode beneath it, and a
+    rootless user could not write a /tmp of mkdir's 755."""
+    site = Site(tmp_path, name)
+    (site.bundle / "rootfs" / "tmp").mkdir()
+    (site.bundle / "rootfs" / "tmp").chmod(0o1777)
+    assert site.stage_in() == 0, site.slurm.errors
+    staged = Path(site.slurm.bundle)
+    for layer in ("rootfs", "upper"):
+        assert oct((staged / layer / "tmp").stat().st_mode & 0o7777) == "0o1777", layer
+    assert site.stage_out() == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
 def test_without_the_cache_a_container_is_copied_whole(tmp_path: Path, name: str) -> None:
     """`image_cache = false`: the root filesystem is copied whole (no overlay, no cache on
     the scratch or the node), and what the container wrote there comes back."""
