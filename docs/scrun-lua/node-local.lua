@@ -704,8 +704,8 @@ find . -mindepth 1 -maxdepth 1 -type d ! -name '*[,:\\]*' ! -name '*
 # there (podman's /tmp of a --read-only container: the image's 1777, not mkdir's 755)
 set --
 while read -r mode uid gid name; do set -- "$@" "./$name"; done <"$staged/overlays"
-for to in "$staged/upper" "$staged/rootfs"; do
-	[ $# = 0 ] || tar --numeric-owner --no-recursion -cf - -- "$@" | tar --numeric-owner --same-owner --same-permissions -xf - -C "$to" || exit 1
+[ $# = 0 ] || for to in "$staged/upper" "$staged/rootfs"; do
+	tar --numeric-owner --no-recursion -cf - -- "$@" | tar --numeric-owner --same-owner --same-permissions -xf - -C "$to" || exit 1
 done
 set --
 while read -r mode uid gid name; do set -- "$@" "$staged/work/$name"; done <"$staged/overlays"
@@ -732,20 +732,16 @@ local function add_overlays(config, entry, staged, dirs)
 	local mounts = {}
 	for _, dir in ipairs(dirs) do
 		if not covered["/" .. dir] then
-			table.insert(mounts, {
-				destination = "/" .. dir,
-				type = "overlay",
-				source = "overlay",
-				options = {
-					"lowerdir=" .. entry .. "/rootfs/" .. dir,
-					"upperdir=" .. staged .. "/upper/" .. dir,
-					"workdir=" .. staged .. "/work/" .. dir,
-					"userxattr",
-				},
-			})
+			local options = {
+				"lowerdir=" .. entry .. "/rootfs/" .. dir,
+				"upperdir=" .. staged .. "/upper/" .. dir,
+				"workdir=" .. staged .. "/work/" .. dir,
+				"userxattr",
+			}
 			if read_only then
-				table.insert(mounts[#mounts].options, "ro")
+				table.insert(options, "ro")
 			end
+			table.insert(mounts, { destination = "/" .. dir, type = "overlay", source = "overlay", options = options })
 		end
 	end
 	for _, mount in ipairs(config["mounts"] or {}) do
