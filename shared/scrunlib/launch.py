@@ -15,7 +15,8 @@ the same Launch from its command line (scrun_anchor.main.main; OPTIONS):
 caller's logging, from which anchor_logging makes the anchor's). create reads the ready fd until
 EOF. The anchor writes exactly one line there: `created <pid>` once the container is
 created, or `error <message>` after it has undone everything. No line at all means the
-anchor died before it could report.
+anchor died before it could report. A create that is killed before the report (the
+engine then has no container to end) makes the anchor undo everything, the spool too.
 """
 
 from __future__ import annotations
@@ -118,10 +119,14 @@ def anchor_logging(caller: LogSettings, anchor_log: str) -> LogSettings:
 
 
 class ReadyPipe:
-    """The anchor's side: its one report to the waiting `scrun create`."""
+    """The anchor's side: its one report to the waiting `scrun create`, and whether that
+    create is still there to hear it. A create killed before the report leaves the engine
+    no container (conmon and containerd's shim take its death as create's failure): the
+    anchor must then undo what it made, the spool included, which create would remove."""
 
     def __init__(self, fd: int | None) -> None:
-        self.fd = fd
+        self.fd = fd  # None: nobody waits for the report (or it has been sent)
+        self.create_gone = False
 
     def created(self, pid: int) -> None:
         self._send(f"{CREATED} {pid}")
@@ -129,14 +134,27 @@ class ReadyPipe:
     def error(self, message: str) -> None:
         self._send(f"{ERROR} {message}")
 
+    def check_create(self) -> bool:
+        """Whether the waiting create has gone, without waiting: its end of the pipe is
+        closed (POLLERR on ours)."""
+        if self.fd is not None and not self.create_gone:
+            import select  # built into the interpreter's library: next to nothing
+
+            poller = select.poll()
+            poller.register(self.fd, 0)  # POLLERR is reported unasked
+            self.create_gone = any(events & select.POLLERR for _, events in poller.poll(0))
+        return self.create_gone
+
     def _send(self, line: str) -> None:
         if self.fd is None:
             return
         fd, self.fd = self.fd, None
-        # create may have gone away, or the fd never was valid: nothing to tell then, and
-        # an invalid fd must not keep the anchor from going on to end its job.
-        try:  # noqa: SIM105
+        # An invalid fd (never valid, or closed) must not keep the anchor from going on to
+        # end its job; a create that has gone is remembered (create_gone).
+        try:
             os.write(fd, line.encode(errors="backslashreplace") + b"\n")
+        except BrokenPipeError:
+            self.create_gone = True
         except OSError:
             pass
         try:  # noqa: SIM105

@@ -208,15 +208,15 @@ def test_delete_after_a_dead_anchor_stages_out_once_the_tasks_have_ended(
         looking_site.podman("rm", "-f", name)
 
 
-def test_removal_during_stage_in_leaves_nothing(
-    cluster: Cluster, site_runtime: MakeSite, no_leftovers: Callable[..., None]
-) -> None:
-    """`podman rm -f` while stage-in still runs a command (past create_wait): the command
-    is killed, stage-out runs, the job ends; no job, spool directory or anchor is left
-    (no_leftovers), and the removal does not wait for the command. Its sleep is this test's
-    own (a container's `sleep 300` on a node is in this host's process list too)."""
-    command = f"sleep 300.{uuid.uuid4().int % 10**6:06d}"
-    hooks = (
+def unique_sleep() -> str:
+    """A command of this test's own (a container's `sleep 300` on a node is in this host's
+    process list too)."""
+    return f"sleep 300.{uuid.uuid4().int % 10**6:06d}"
+
+
+def stage_in_running(command: str) -> str:
+    """Hooks whose stage-in runs `command` on the login host before the cluster's own."""
+    return (
         "function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id,"
         " group_id, job_env)\n"
         f'  slurm.allocator_command("{command}")\n'
@@ -225,7 +225,19 @@ def test_removal_during_stage_in_leaves_nothing(
         "function slurm_scrun_stage_out(...) return cluster_stage_out(...) end\n"
         "return slurm.SUCCESS\n"
     )
-    site = site_runtime(with_cluster_staging(cluster, hooks), settings={"create_wait": 1})
+
+
+def test_removal_during_stage_in_leaves_nothing(
+    cluster: Cluster, site_runtime: MakeSite, no_leftovers: Callable[..., None]
+) -> None:
+    """`podman rm -f` while stage-in still runs a command (past create_wait): the command
+    is killed, stage-out runs, the job ends; no job, spool directory or anchor is left
+    (no_leftovers), and the removal does not wait for the command. Its sleep is this test's
+    own (a container's `sleep 300` on a node is in this host's process list too)."""
+    command = unique_sleep()
+    site = site_runtime(
+        with_cluster_staging(cluster, stage_in_running(command)), settings={"create_wait": 1}
+    )
     name = f"scrun-end-{uuid.uuid4().hex[:10]}"
     started = site.podman("run", "-d", "--name", name, IMAGE, "true")
     assert started.returncode == 0, started.stderr
@@ -237,6 +249,59 @@ def test_removal_during_stage_in_leaves_nothing(
     assert time.monotonic() - began < 60, "the removal waited for stage-in's command"
     assert command not in login_processes()
     assert site.scrun("state", cid).returncode != 0  # its state is gone
+
+
+def process_args(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return ""
+
+
+def parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def scrun_create_above(command: str) -> int:
+    """The `scrun create` process above the process running `command`: the outermost of
+    its ancestors that run `scrun … create` (the anchor, its child, runs the same)."""
+    (pid,) = (int(p.name) for p in Path("/proc").iterdir()
+              if p.name.isdigit() and process_args(int(p.name)).strip() == command)  # fmt: skip
+    create = 0
+    while pid > 1:
+        pid = parent_of(pid)
+        if " create " in process_args(pid):
+            create = pid
+    assert create, f"no `scrun create` above {command!r}"
+    return create
+
+
+def test_a_create_killed_during_stage_in_fails_at_once_and_leaves_nothing(
+    cluster: Cluster, site_runtime: MakeSite, no_leftovers: Callable[..., None]
+) -> None:
+    """`scrun create` SIGKILLed after it has forked its anchor, while stage-in runs: podman
+    is told its create failed and never ends the container, so the anchor undoes it all
+    (stage-in's command killed, stage-out, the job ended, the spool removed) and podman's
+    `run` fails at once; nothing is left (no_leftovers). Before, the anchor held the job
+    and podman waited for ever."""
+    command = unique_sleep()
+    site = site_runtime(with_cluster_staging(cluster, stage_in_running(command)))
+    running = local_popen(
+        scrun_podman("run", "--rm", IMAGE, "true"),
+        env=site.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for("stage-in's command", lambda: command in login_processes(), 30)
+        os.kill(scrun_create_above(command), signal.SIGKILL)
+        _, stderr = running.communicate(timeout=60)
+    finally:
+        if running.poll() is None:
+            running.kill()
+    assert running.returncode not in (0, None), stderr
+    assert command not in login_processes()
 
 
 def read_until(fd: int, wanted: bytes, timeout: float) -> bytes:

@@ -21,12 +21,12 @@ from scrun_anchor import main as anchor_main
 from scrun_anchor import step_signals
 from scrun_anchor.channel import ContainerStderr
 from scrun_anchor.container import Container
-from scrun_anchor.creation import Creation
+from scrun_anchor.creation import Cancelled, Creation
 from scrun_anchor.staging import ContainerStaging
 from scrunlib import bundle as bundles
 from scrunlib import exit_record, protocol
 from scrunlib.errors import InvalidInput, LuaError, SlurmError
-from scrunlib.launch import Launch, anchor_logging
+from scrunlib.launch import Launch, ReadyPipe, anchor_logging
 from scrunlib.log import LogSettings
 from scrunlib.siteconfig import SiteConfig
 from scrunlib.spool import Spool
@@ -78,7 +78,7 @@ def spool(tmp_path: Path, bundle: Path) -> Spool:
     return spool
 
 
-def creation(site: Site, spool: Spool, bundle: Path) -> Creation:
+def creation(site: Site, spool: Spool, bundle: Path, ready: ReadyPipe | None = None) -> Creation:
     return Creation(
         Launch(
             spool=spool,
@@ -88,7 +88,8 @@ def creation(site: Site, spool: Spool, bundle: Path) -> Creation:
             log=anchor_logging(LogSettings(), spool.log_file),
             log_file=None,
             started=time.monotonic(),
-        )
+        ),
+        ready or ReadyPipe(None),
     )
 
 
@@ -217,6 +218,70 @@ function slurm_scrun_stage_out() mark("out"); slurm.log_error("nothing to remove
     assert capfd.readouterr().err.count("scrun: error: stage-out failed: nothing to remove") == 1
     assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 1
     assert not os.path.exists(spool.socket)
+
+
+def test_a_create_killed_during_stage_in_has_its_job_ended(
+    fp, site, spool, bundle, tmp_path
+) -> None:
+    """`scrun create` SIGKILLed while the anchor stages: the engine was told create failed
+    and will never end this container, so the anchor undoes it all at once."""
+    marks = tmp_path / "marks"
+    (site.slurm_conf.parent / "scrun.lua").write_text(
+        f"""
+local function mark(text) local f = io.open("{marks}", "a"); f:write(text); f:close() end
+function slurm_scrun_stage_in() mark("in "); os.execute("sleep 2"); return slurm.SUCCESS end
+function slurm_scrun_stage_out() mark("out"); return slurm.SUCCESS end
+"""
+    )
+    expect_allocation(fp, site)
+    fp.register([site.tool("scancel"), "--quiet", str(JOB)])
+    read_end, write_end = os.pipe()
+    killed = threading.Timer(0.5, os.close, (read_end,))  # the waiting create dies
+    killed.start()
+    began = time.monotonic()
+    with pytest.raises(Cancelled, match="the waiting `scrun create` was killed"):
+        creation(site, spool, bundle, ReadyPipe(write_end)).create()
+    killed.join()
+    assert marks.read_text() == "in out"
+    assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 1
+    assert not os.path.exists(spool.socket)
+    assert time.monotonic() - began < 10  # not left for a later delete: none will come
+
+
+def test_a_create_gone_before_the_report_has_nothing_kept(fp, site, spool, bundle) -> None:
+    expect_allocation(fp, site)
+    fp.register([site.tool("scancel"), "--quiet", str(JOB)])
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with pytest.raises(Cancelled):
+        creation(site, spool, bundle, ReadyPipe(write_end)).create()
+    assert not os.path.exists(spool.socket)
+    assert saved(spool).status != Status.CREATED
+
+
+@pytest.mark.parametrize("create_waits", [True, False])
+def test_a_failed_creation_leaves_the_spool_to_create_while_it_waits(
+    spool, monkeypatch, create_waits
+) -> None:
+    read_end, write_end = os.pipe()
+    if not create_waits:
+        os.close(read_end)
+    monkeypatch.setattr(anchor_main, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
+    launch = Launch(
+        spool=spool,
+        bundle=bundles.load(ContainerState.load(spool).bundle),
+        state=ContainerState.load(spool),
+        site=SiteConfig(),
+        log=anchor_logging(LogSettings(), spool.log_file),
+        log_file=None,
+        started=time.monotonic(),
+    )
+    with pytest.raises(SystemExit):
+        anchor_main._failed(launch, ReadyPipe(write_end), "salloc: refused")
+    assert os.path.isdir(spool.path) == create_waits
+    if create_waits:
+        assert os.read(read_end, 100) == b"error salloc: refused\n"
+        os.close(read_end)
 
 
 # -- created: start, kill, the end -------------------------------------------------------

@@ -68,6 +68,16 @@ def test_delete_force_of_unknown_id_succeeds(root, capsys):
     assert main(["delete", "never"]) == 1
 
 
+def test_delete_force_removes_what_a_create_killed_before_its_state_left(root, capsys):
+    bare = root / "killed"
+    bare.mkdir(parents=True, mode=0o700)
+    (bare / "state.json.123.tmp").write_text("{")
+    assert main(["delete", "killed"]) == 1  # no state: no container
+    assert bare.exists()
+    assert main(["delete", "--force", "killed"]) == 0
+    assert not bare.exists()
+
+
 def test_ignored_runc_options_are_accepted(root, capsys):
     argv = ["--systemd-cgroup", "--cgroup-manager", "x", "--rootless", "--criu=y", "--debug"]
     assert main([*argv, "delete", "--force", "never"]) == 0

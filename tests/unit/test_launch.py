@@ -82,3 +82,21 @@ def test_ready_pipe_with_an_invalid_fd_does_not_raise():
     pipe = ReadyPipe(write_end)
     pipe.error("salloc: refused")
     pipe.created(42)  # and a second report is a no-op
+    assert not pipe.create_gone  # a bad fd says nothing of create
+
+
+def test_ready_pipe_knows_when_create_has_gone() -> None:
+    read_end, write_end = os.pipe()
+    pipe = ReadyPipe(write_end)
+    assert not pipe.check_create()
+    os.close(read_end)  # create was killed
+    assert pipe.check_create()
+
+
+def test_a_report_nobody_reads_says_create_has_gone() -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    pipe = ReadyPipe(write_end)
+    pipe.created(42)
+    assert pipe.create_gone
+    assert not ReadyPipe(None).check_create()  # nobody waits: nobody has gone

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
 
-    from scrunlib.launch import Launch
+    from scrunlib.launch import Launch, ReadyPipe
 
 # How often create looks at salloc's messages for the id of a job Slurm has queued.
 QUEUE_CHECK_SECONDS = 0.05
@@ -55,7 +55,11 @@ _SIGNAL_NAMES: dict[int, str] = {SIGINT: "SIGINT", SIGTERM: "SIGTERM"}
 
 
 class Cancelled(ScrunError):
-    """SIGTERM or SIGINT arrived while the container was being created."""
+    """SIGTERM or SIGINT arrived while the container was being created, or the `scrun
+    create` waiting for it was killed."""
+
+
+CREATE_GONE = "creation cancelled: the waiting `scrun create` was killed"
 
 
 def _raise_cancelled(signum: int, _frame: FrameType | None) -> None:
@@ -95,9 +99,11 @@ class Undo:
 
 class Creation:
     """The anchor until the container is created: what `scrun create` handed over (the
-    Launch: its loaded bundle, the state.json record it started, what it was asked for)."""
+    Launch: its loaded bundle, the state.json record it started, what it was asked for)
+    and the pipe to report to it on."""
 
-    def __init__(self, launch: Launch) -> None:
+    def __init__(self, launch: Launch, ready: ReadyPipe) -> None:
+        self.ready = ready
         self.spool, self.bundle, self.state = launch.spool, launch.bundle, launch.state
         self.pid_file = launch.pid_file
         self.console_socket = launch.console_socket
@@ -114,11 +120,16 @@ class Creation:
         self.slurm = Slurm(self.site, self.slurm_conf, version_cache=version_cache)
 
     def create(self) -> Created:
-        """Bring the container to `created`, or undo everything and raise."""
+        """Bring the container to `created` and report it, or undo everything and raise
+        (the caller reports the error). A create that has gone before it heard `created`
+        is a cancel: the engine has no container to serve, end or delete."""
         previous = {sig: set_handler(sig, _raise_cancelled) for sig in (SIGTERM, SIGINT)}
         undo = Undo()
         try:
             created = self._create(undo)
+            self.ready.created(own_pid())
+            if self.ready.create_gone:
+                raise Cancelled(CREATE_GONE)
             undo.forget()
             return created
         except BaseException as exc:
@@ -239,7 +250,8 @@ class Creation:
         """Until the container is ready or preparing it failed, but no longer than it is
         quick: a job Slurm has queued returns at once (its id known), a stage-in still
         running after the site's `create_wait` seconds, or one with a notice for the user
-        (`stderr` holds it until the engine listens), goes on after `created`."""
+        (`stderr` holds it until the engine listens), goes on after `created`. Cancelled
+        once the waiting create has gone (killed: nobody would end what we made)."""
         deadline = time.monotonic() + self.site.create_wait
         while preparation.life.preparing:
             if preparation.life.phase == Phase.QUEUED:
@@ -256,12 +268,26 @@ class Creation:
                     return
                 timeout = min(timeout, NOTICE_CHECK_SECONDS)
             fd = preparation.watch()
-            if fd is not None and not _readable(fd, timeout):
+            readable = fd is None or self._readable(fd, timeout)
+            if self.ready.check_create():
+                raise Cancelled(CREATE_GONE)
+            if not readable:
                 continue
             was_queued = preparation.life.phase == Phase.QUEUED
             preparation.advance()
             if was_queued:  # the job's id, should the anchor die before `created`
                 self.state.save(self.spool)
+
+    def _readable(self, fd: int, timeout: float) -> bool:
+        """Whether `fd` becomes readable within `timeout` seconds (its poll also wakes
+        when the waiting create goes, which the caller then checks)."""
+        import select  # built into the interpreter's library: next to nothing
+
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if self.ready.fd is not None:
+            poller.register(self.ready.fd, 0)  # POLLERR once create's end is closed
+        return any(polled == fd for polled, _ in poller.poll(max(timeout, 0) * 1000))
 
     def _write_pid_file(self) -> None:
         if not self.pid_file:
@@ -270,12 +296,3 @@ class Creation:
             write_atomically(self.pid_file, str(own_pid()))
         except OSError as exc:
             raise ScrunError(f"cannot write --pid-file {self.pid_file}: {reason(exc)}") from exc
-
-
-def _readable(fd: int, timeout: float) -> bool:
-    """Whether `fd` becomes readable within `timeout` seconds."""
-    import select  # built into the interpreter's library: next to nothing
-
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(max(timeout, 0) * 1000))

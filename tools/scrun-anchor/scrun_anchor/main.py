@@ -20,7 +20,6 @@ from scrunlib.errors import InvalidInput, ScrunError, UsageError, internal_error
 from scrunlib.launch import OPTIONS, Launch, ReadyPipe, anchor_logging
 from scrunlib.log import ERROR, INFO, LogSettings
 from scrunlib.options import HelpRequested, one_id, parse, usage_text
-from scrunlib.pidns import own_pid
 from scrunlib.spool import SITE_CONFIG_CACHE, Spool, validate_id
 from scrunlib.state import ContainerState
 
@@ -51,14 +50,11 @@ def run(launch: Launch) -> NoReturn:
         launch.spool.log_file, "a", encoding="utf-8", errors="backslashreplace"
     )
     try:
-        created = Creation(launch).create()
+        created = Creation(launch, ready).create()
     except ScrunError as exc:
-        ready.error(exc.message)
-        _exit(1)
+        _failed(launch, ready, exc.message)
     except Exception as exc:  # a bug: create reports it in one line; anchor.log has the rest
-        ready.error(internal_error(exc, traceback=True).message)
-        _exit(1)
-    ready.created(own_pid())
+        _failed(launch, ready, internal_error(exc, traceback=True).message)
     if launch.log_file:
         try:
             log.open_log_file(launch.log_file)
@@ -67,6 +63,15 @@ def run(launch: Launch) -> NoReturn:
     from scrun_anchor.container import Container  # loaded while salloc ran, as a rule
 
     _exit(serve(Container(created)))
+
+
+def _failed(launch: Launch, ready: ReadyPipe, message: str) -> NoReturn:
+    """Creation failed and was undone: report it to create, which removes the spool; or,
+    create having gone, remove it here, as nobody else will."""
+    ready.error(message)
+    if ready.create_gone:
+        launch.spool.remove()
+    _exit(1)
 
 
 def serve(container: Container) -> int:

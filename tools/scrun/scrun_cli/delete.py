@@ -233,8 +233,9 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     try:
         state = ContainerState.load(spool)
     except ContainerNotFound:
-        if force:
-            return 0
-        raise
+        if not force:
+            raise
+        spool.remove()  # a create killed before it saved the state leaves its bare directory
+        return 0
     delete_container(ctx, spool, state, force=force)
     return 0
