@@ -1109,7 +1109,10 @@ if [ -f "$copy" ] && [ ! -L "$copy" ]; then
 elif [ ! -d "$copy" ] || [ -L "$copy" ]; then
 	exec rsync -a -H --numeric-ids --inplace $owners -- "$copy" "$source"
 fi
-find "$copy" -mindepth 1 -printf '%P\0' | sort -z >"$copy.now" || exit 1
+# (find's own failure, an entry it could not read, fails the copy: a list short of it
+# would delete that entry from the source)
+find "$copy" -mindepth 1 -printf '%P\0' >"$copy.found" || exit 1
+sort -z "$copy.found" >"$copy.now" || exit 1
 sort -z "$copy.carried" >"$copy.was" || exit 1
 comm -z -23 "$copy.was" "$copy.now" | xargs -0 -r -I{} rm -rf -- "$source/{}" || exit 1
 comm -z -13 "$copy.was" "$copy.now" | cat "$copy.changed" - | sort -z -u >"$copy.send" || exit 1
@@ -1304,14 +1307,15 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 	-- removes its copy and its mark on its cached image
 	local entry = read_lines(carry .. "/cache-entry")[1]
 	local mounts = bundle .. "/mounts"
-	local back = "if [ \"$SLURM_NODEID\" = 0 ]; then failed=\n"
+	local back = "if [ \"$SLURM_NODEID\" = 0 ] && [ -d " .. quote(bundle) .. " ]; then failed=\n"
 		.. node_back_command(entry, bundle, root_path, carry, user_id, job_id)
 		.. "[ -z \"$failed\" ] && " .. changed_lists_command(mounts)
 		.. " && set -- " .. quote(mounts) .. "/*.changed && if [ -e \"$1\" ]; then\n"
 		.. "\tany=\n\tfor c; do [ ! -s \"$c\" ] || any=1; done\n"
 		.. "\tif [ -n \"$any\" ]; then rsync -a -H --numeric-ids --delete -- " .. quote(mounts .. "/") .. " " .. quote(carry .. "/mounts/")
 		.. "; else cp -- \"$@\" " .. quote(carry .. "/mounts/") .. "; fi\n"
-		.. "fi; fi; s=$?; rm -rf -- " .. quote(bundle) .. "; rm -f -- " .. quote(node_cache_path(user_id)) .. "/*/users/" .. quote(id) .. "; exit $s"
+		.. "fi; fi; s=$?; mv -T -- " .. quote(bundle) .. " " .. quote(bundle .. ".removing") .. " 2>/dev/null; rm -rf -- "
+		.. quote(bundle .. ".removing") .. "; rm -f -- " .. quote(node_cache_path(user_id)) .. "/*/users/" .. quote(id) .. "; exit $s"
 	if not run_on_nodes("copying what the container wrote back", with_user_ids(back)) then
 		-- (a job Slurm has ended runs no command: then the node's copy stays where it is)
 		slurm.log_error("%s", "what the container wrote is kept in " .. carry .. ", or, if the job had ended, in "
@@ -1326,14 +1330,21 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		return slurm.ERROR
 	end
 	-- one command: the root filesystem, then each bind mount that is not read-only, back;
-	-- the carried copy removed when all went back (exit 2 if that alone failed)
-	local back_here = "failed=\n" .. root_back
+	-- the carried copy removed when all went back (exit 2 if that alone failed), renamed
+	-- first, as each node's copy is: a stage-out run again (`scrun delete`'s, after an
+	-- anchor killed in this one) finds a whole copy or none, never one half removed, whose
+	-- missing entries it would take for the container's deletions; finding none, it has
+	-- nothing to do
+	local removing = carry .. ".removing"
+	local back_here = "if [ ! -d " .. quote(carry) .. " ]; then rm -rf -- " .. quote(removing) .. "; exit 0; fi\n"
+		.. "failed=\n" .. root_back
 	for _, mount in ipairs(carried_mounts(config)) do
 		if mount.writable then
 			back_here = back_here .. carry_back_command(string.format("%s/mounts/%d", carry, mount.index), mount.source)
 		end
 	end
-	back_here = back_here .. "[ -z \"$failed\" ] || exit 1\nrm -rf -- " .. quote(carry) .. " || exit 2"
+	back_here = back_here .. "[ -z \"$failed\" ] || exit 1\nmv -T -- " .. quote(carry) .. " " .. quote(removing)
+		.. " && rm -rf -- " .. quote(removing) .. " || exit 2"
 	local rc, output = slurm.allocator_command(back_here)
 	if rc == 0 then
 		return slurm.SUCCESS

@@ -995,7 +995,10 @@ if [ -f "$copy" ] && [ ! -L "$copy" ]; then
 elif [ ! -d "$copy" ] || [ -L "$copy" ]; then
 	exec rsync -a -H --numeric-ids --inplace $owners -- "$copy" "$source"
 fi
-find "$copy" -mindepth 1 -printf '%P\0' | sort -z >"$copy.now" || exit 1
+# (find's own failure, an entry it could not read, fails the copy: a list short of it
+# would delete that entry from the source)
+find "$copy" -mindepth 1 -printf '%P\0' >"$copy.found" || exit 1
+sort -z "$copy.found" >"$copy.now" || exit 1
 sort -z "$copy.carried" >"$copy.was" || exit 1
 comm -z -23 "$copy.was" "$copy.now" | xargs -0 -r -I{} rm -rf -- "$source/{}" || exit 1
 comm -z -13 "$copy.was" "$copy.now" | cat "$copy.changed" - | sort -z -u >"$copy.send" || exit 1
@@ -1162,8 +1165,13 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		return slurm.ERROR
 	end
 	-- one command: the root filesystem, then each bind mount that is not read-only, back;
-	-- the staged copy removed when all went back (exit 2 if that alone failed)
-	local back = "failed=\n" .. root_back
+	-- the staged copy removed when all went back (exit 2 if that alone failed), renamed
+	-- first: a stage-out run again (`scrun delete`'s, after an anchor killed in this one)
+	-- finds the whole copy or none, never one half removed, whose missing entries it would
+	-- take for the container's deletions; finding none, it has nothing to do
+	local removing = bundle .. ".removing"
+	local back = "if [ ! -d " .. quote(bundle) .. " ]; then rm -rf -- " .. quote(removing) .. "; exit 0; fi\n"
+		.. "failed=\n" .. root_back
 	local carried = carried_mounts(config)
 	if #carried > 0 then
 		back = back .. changed_lists_command(bundle .. "/mounts") .. " || failed=1\n"
@@ -1173,7 +1181,8 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 			back = back .. carry_back_command(string.format("%s/mounts/%d", bundle, mount.index), mount.source)
 		end
 	end
-	back = back .. "[ -z \"$failed\" ] || exit 1\nrm -rf -- " .. quote(bundle) .. " || exit 2"
+	back = back .. "[ -z \"$failed\" ] || exit 1\nmv -T -- " .. quote(bundle) .. " " .. quote(removing)
+		.. " && rm -rf -- " .. quote(removing) .. " || exit 2"
 	local rc, output = slurm.allocator_command(back)
 	if rc == 0 then
 		return slurm.SUCCESS

@@ -341,6 +341,14 @@ def test_scope_resolution_rules() -> None:
         ("local function nice(c) return 'nice ' .. c end\n  os.execute(nice('ls ' .. bundle))",
          ["W803"]),
         ("local function f() return f() end\n  os.execute('x ' .. f())", ["W803"]),
+        # a long chain is followed to its end: its operators are no hops
+        ("local function quote(s) return \"'\" .. s .. \"'\" end\n"
+         "  local c = 'a ' .. quote(bundle) .. ' b ' .. quote(bundle) .. ' c ' .. quote(bundle)\n"
+         "  c = c .. ' d ' .. quote(bundle) .. ' e ' .. quote(bundle) .. ' f ' .. quote(bundle)\n"
+         "  os.execute(c)", []),
+        ("local function quote(s) return \"'\" .. s .. \"'\" end\n"
+         "  local c = 'a ' .. quote(bundle) .. ' b ' .. quote(bundle) .. ' c ' .. bundle\n"
+         "  os.execute(c)", ["W803"]),
         # a command grown piece by piece from safe pieces, or not
         ("local c = ''\n  for _ = 1, 2 do c = c .. 'x; ' end\n  os.execute(c)", []),
         ("local c = ''\n  for _ = 1, 2 do c = c .. bundle end\n  os.execute(c)", ["W803"]),

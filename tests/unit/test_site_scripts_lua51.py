@@ -708,6 +708,63 @@ def test_a_deletion_alone_goes_back(tmp_path: Path, name: str) -> None:
     assert (site.data / "sub").is_dir()
 
 
+def on_path(site: Site, tmp: Path, name: str, script: str) -> str:
+    """Put a program `name` of `script`'s making first on the script's PATH; returns the
+    PATH before."""
+    directory = tmp / f"fake-{name}"
+    directory.mkdir()
+    (directory / name).write_text(script)
+    (directory / name).chmod(0o755)
+    path, site.slurm.path = site.slurm.path, f"{directory}:{site.slurm.path}"
+    return path
+
+
+# rm killed half way through removing a staged copy: what it has removed by then is the
+# bind mount's `old`, the rest is there
+RM_KILLED_HALF_WAY = """#!/bin/sh
+for last; do :; done
+if [ -f "$last/mounts/5/old" ]; then /bin/rm -f -- "$last/mounts/5/old"; kill -9 $$; fi
+exec /bin/rm "$@"
+"""
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_removal_cut_short_is_never_taken_for_deletions(tmp_path: Path, name: str) -> None:
+    """Stage-out's last step, removing the staged copy, killed half way (its anchor was
+    killed), and stage-out run again (`scrun delete` does): it must not take what the
+    removal took for the container's deletions. The copy is renamed before it is removed;
+    a stage-out that finds none has nothing to do but finish the removal."""
+    site = Site(tmp_path, name)
+    assert site.stage_in() == 0, site.slurm.errors
+    (Path(site.slurm.bundle) / "mounts" / "5" / "new").write_text("new\n")
+    path = on_path(site, tmp_path, "rm", RM_KILLED_HALF_WAY)
+    assert site.stage_out() != 0
+    site.slurm.path = path
+    assert site.stage_out() == 0, site.slurm.errors
+    assert (site.data / "old").read_text() == "old\n"
+    assert (site.data / "new").read_text() == "new\n"
+    assert site.leftovers() == site.users_dirs
+    assert not list(site.node.rglob("*.removing"))
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_copy_stage_out_cannot_list_whole_deletes_nothing(tmp_path: Path, name: str) -> None:
+    """find fails on a bind mount's copy (a directory in it the user cannot read): the
+    copy back fails in one line and deletes nothing at the source, where a short list of
+    what is there would have been taken for deletions."""
+    site = Site(tmp_path, name)
+    assert site.stage_in() == 0, site.slurm.errors
+    (Path(site.slurm.bundle) / "mounts" / "5" / "new").write_text("new\n")
+    on_path(site, tmp_path, "find", """#!/bin/sh
+case " $* " in *" -mindepth 1 "*) echo "find: 'x': Permission denied" >&2; exit 1 ;; esac
+exec /usr/bin/find "$@"
+""")  # fmt: skip
+    assert site.stage_out() != 0
+    assert (site.data / "old").read_text() == "old\n"
+    assert (site.data / "sub").is_dir()
+    assert any("Permission denied" in error for error in site.slurm.errors), site.slurm.errors
+
+
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_the_users_the_engine_writes_in_are_each_containers_own(tmp_path: Path, name: str) -> None:
     """podman writes the user into /etc/passwd and /etc/group for each container (keep-id,

@@ -209,13 +209,12 @@ def is_safe(
                 for i, arg in enumerate(expr.args)
                 if i in forwarded
             )
+    # (an operator is no hop: a long `a .. b .. c ..` chain is followed to its end)
     if isinstance(expr, n.BinOp) and expr.op == "and":
         # `c and x` is `c` only when `c` is nil or false, which `..` cannot splice
-        return is_safe(ctx, expr.right, depth + 1, seen)
+        return is_safe(ctx, expr.right, depth, seen)
     if isinstance(expr, n.BinOp) and expr.op in ("..", "or"):
-        return is_safe(ctx, expr.left, depth + 1, seen) and is_safe(
-            ctx, expr.right, depth + 1, seen
-        )
+        return is_safe(ctx, expr.left, depth, seen) and is_safe(ctx, expr.right, depth, seen)
     formatted = format_call(ctx, expr)
     if formatted is not None:
         template, args = formatted
