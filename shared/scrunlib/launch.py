@@ -134,15 +134,29 @@ class ReadyPipe:
     def error(self, message: str) -> None:
         self._send(f"{ERROR} {message}")
 
-    def check_create(self) -> bool:
-        """Whether the waiting create has gone, without waiting: its end of the pipe is
-        closed (POLLERR on ours)."""
-        if self.fd is not None and not self.create_gone:
-            import select  # built into the interpreter's library: next to nothing
+    def wait(self, fd: int | None, timeout: float) -> bool:
+        """Whether `fd` becomes readable within `timeout` seconds (None: nothing to wait
+        for, create alone is looked at). Wakes early when the waiting create goes, which
+        `create_gone` then says: its end of the pipe closed shows as POLLERR on ours,
+        reported unasked."""
+        import select  # built into the interpreter's library: next to nothing
 
-            poller = select.poll()
-            poller.register(self.fd, 0)  # POLLERR is reported unasked
-            self.create_gone = any(events & select.POLLERR for _, events in poller.poll(0))
+        poller = select.poll()
+        if fd is not None:
+            poller.register(fd, select.POLLIN)
+        if self.fd is not None and not self.create_gone:
+            poller.register(self.fd, 0)
+        readable = False
+        for polled, events in poller.poll(max(timeout, 0) * 1000 if fd is not None else 0):
+            if polled == fd:
+                readable = True
+            elif events & select.POLLERR:
+                self.create_gone = True
+        return readable
+
+    def check_create(self) -> bool:
+        """Whether the waiting create has gone, without waiting."""
+        self.wait(None, 0)
         return self.create_gone
 
     def _send(self, line: str) -> None:

@@ -268,26 +268,15 @@ class Creation:
                     return
                 timeout = min(timeout, NOTICE_CHECK_SECONDS)
             fd = preparation.watch()
-            readable = fd is None or self._readable(fd, timeout)
-            if self.ready.check_create():
+            readable = self.ready.wait(fd, timeout)
+            if self.ready.create_gone:
                 raise Cancelled(CREATE_GONE)
-            if not readable:
+            if fd is not None and not readable:
                 continue
             was_queued = preparation.life.phase == Phase.QUEUED
             preparation.advance()
             if was_queued:  # the job's id, should the anchor die before `created`
                 self.state.save(self.spool)
-
-    def _readable(self, fd: int, timeout: float) -> bool:
-        """Whether `fd` becomes readable within `timeout` seconds (its poll also wakes
-        when the waiting create goes, which the caller then checks)."""
-        import select  # built into the interpreter's library: next to nothing
-
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        if self.ready.fd is not None:
-            poller.register(self.ready.fd, 0)  # POLLERR once create's end is closed
-        return any(polled == fd for polled, _ in poller.poll(max(timeout, 0) * 1000))
 
     def _write_pid_file(self) -> None:
         if not self.pid_file:
