@@ -570,15 +570,21 @@ local function cache_path(user_id)
 	return string.format("%s/%d/scrun-cache", scratch, math.floor(user_id))
 end
 
+-- A shell function, `remove DIR`, that removes the tree DIR. The owner's `rm -r` cannot
+-- empty a directory it may not read or write: an image's read-only directories with files
+-- in them (Fedora's 0550 /root), or an overlay's work/<dir>/work (mode 000, holding the
+-- kernel's incompat/volatile: add_overlays), where no user namespace gives it root's powers
+-- over its files (a node without `unshare --map-auto`: with_user_ids). It makes the tree's
+-- directories its own to enter and write first.
+local remove_command = [[
+remove() { rm -rf -- "$1" 2>/dev/null || { chmod -R u+rwX -- "$1" && rm -rf -- "$1"; }; }
+]]
+
 -- A shell command that removes, from the cache `$cache`, the marks `users/<id>` of the
 -- containers gone from `$staging` (their staged directories), then the least recently used
 -- entries in use by no one until the cache holds at most `$limit` KiB, and the entries set
--- aside as changed that no one uses any more. It runs after each import. `remove DIR`
--- removes a tree that may hold an image's read-only directories with files in them (Fedora's
--- 0550 /root), which only root's `rm -r` removes as they are: the owner's makes them
--- writable first.
-local evict_command = [[
-remove() { rm -rf -- "$1" 2>/dev/null || { chmod -R u+rwX -- "$1" && rm -rf -- "$1"; }; }
+-- aside as changed that no one uses any more. It runs after each import.
+local evict_command = remove_command .. [[
 for user in "$cache"/*/users/*; do [ -e "$user" ] && [ ! -d "$staging/${user##*/}" ] && rm -f -- "$user"; done
 for used in $(ls -tr -- "$cache"/*/used 2>/dev/null); do
 	size=$(du -sk -- "$cache") && [ "${size%%[!0-9]*}" -gt "$limit" ] || break
@@ -722,7 +728,13 @@ end
 -- directory `dirs` of ENTRY/rootfs, put first in the config's mounts (the engine's own,
 -- /proc, /dev, /etc/hosts..., go on top of them). A directory the config mounts over whole
 -- gets none. A read-only root (`podman run --read-only`, root.readonly) has them read-only:
--- crun makes the root itself read-only, not the mounts on it.
+-- crun makes the root itself read-only, not the mounts on it. They are `volatile`: the
+-- kernel skips their syncs, above all the one of the writable layer's whole filesystem
+-- when the container's last process exits and its mounts go, which waited for everything
+-- written there and not yet on disk (after a first container's copy of a 2 GiB image to
+-- the node, most of a second of its end). The writable layer lives only as long as its
+-- container, and stage-out reads it from the page cache as any file; the kernel leaves
+-- work/<dir>/work/incompat/volatile behind, which remove_command removes.
 local function add_overlays(config, entry, staged, dirs)
 	local read_only = type(config["root"]) == "table" and config["root"]["readonly"] == true
 	local covered = {}
@@ -737,6 +749,7 @@ local function add_overlays(config, entry, staged, dirs)
 				"upperdir=" .. staged .. "/upper/" .. dir,
 				"workdir=" .. staged .. "/work/" .. dir,
 				"userxattr",
+				"volatile",
 			}
 			if read_only then
 				table.insert(options, "ro")
@@ -1307,14 +1320,14 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 	-- removes its copy and its mark on its cached image
 	local entry = read_lines(carry .. "/cache-entry")[1]
 	local mounts = bundle .. "/mounts"
-	local back = "if [ \"$SLURM_NODEID\" = 0 ] && [ -d " .. quote(bundle) .. " ]; then failed=\n"
+	local back = remove_command .. "if [ \"$SLURM_NODEID\" = 0 ] && [ -d " .. quote(bundle) .. " ]; then failed=\n"
 		.. node_back_command(entry, bundle, root_path, carry, user_id, job_id)
 		.. "[ -z \"$failed\" ] && " .. changed_lists_command(mounts)
 		.. " && set -- " .. quote(mounts) .. "/*.changed && if [ -e \"$1\" ]; then\n"
 		.. "\tany=\n\tfor c; do [ ! -s \"$c\" ] || any=1; done\n"
 		.. "\tif [ -n \"$any\" ]; then rsync -a -H --numeric-ids --delete -- " .. quote(mounts .. "/") .. " " .. quote(carry .. "/mounts/")
 		.. "; else cp -- \"$@\" " .. quote(carry .. "/mounts/") .. "; fi\n"
-		.. "fi; fi; s=$?; mv -T -- " .. quote(bundle) .. " " .. quote(bundle .. ".removing") .. " 2>/dev/null; rm -rf -- "
+		.. "fi; fi; s=$?; mv -T -- " .. quote(bundle) .. " " .. quote(bundle .. ".removing") .. " 2>/dev/null; remove "
 		.. quote(bundle .. ".removing") .. "; rm -f -- " .. quote(node_cache_path(user_id)) .. "/*/users/" .. quote(id) .. "; exit $s"
 	if not run_on_nodes("copying what the container wrote back", with_user_ids(back)) then
 		-- (a job Slurm has ended runs no command: then the node's copy stays where it is)
