@@ -33,9 +33,12 @@ image_of() {
   echo "$name"
 }
 
-# seconds of one `podman run --rm IMAGE true` through RUNTIME
+# seconds of one `podman run --rm IMAGE true` through RUNTIME. Each timed part starts with
+# nothing left to write back (sync): the one before it may have left gigabytes, whose
+# writeback would slow whichever part came next.
 one_run() {
   local runtime="$1" image="$2" start end
+  sync
   start="$(date +%s.%N)"
   podman --runtime "$runtime" run --rm "$image" true
   end="$(date +%s.%N)"
@@ -60,6 +63,7 @@ for round in $(seq "$BENCH_ROUNDS"); do
     # a plain copy of the image's root filesystem into the scratch: what staging it once costs
     id="$(podman create "$image" true)"
     root="$(podman mount "$id")"
+    sync
     start="$(date +%s.%N)"
     cp -a "$root" "$SCRATCH/bench-copy"
     end="$(date +%s.%N)"
