@@ -574,8 +574,8 @@ end
 -- empty a directory it may not read or write: an image's read-only directories with files
 -- in them (Fedora's 0550 /root), or an overlay's work/<dir>/work (mode 000, holding the
 -- kernel's incompat/volatile: add_overlays), where no user namespace gives it root's powers
--- over its files (a node without `unshare --map-auto`: with_user_ids). It makes the tree's
--- directories its own to enter and write first.
+-- over its files (scrun run by hand, not by an engine; a node without `unshare --map-auto`).
+-- It makes the tree's directories its own to enter and write first.
 local remove_command = [[
 remove() { rm -rf -- "$1" 2>/dev/null || { chmod -R u+rwX -- "$1" && rm -rf -- "$1"; }; }
 ]]
@@ -583,8 +583,9 @@ remove() { rm -rf -- "$1" 2>/dev/null || { chmod -R u+rwX -- "$1" && rm -rf -- "
 -- A shell command that removes, from the cache `$cache`, the marks `users/<id>` of the
 -- containers gone from `$staging` (their staged directories), then the least recently used
 -- entries in use by no one until the cache holds at most `$limit` KiB, and the entries set
--- aside as changed that no one uses any more. It runs after each import.
-local evict_command = remove_command .. [[
+-- aside as changed that no one uses any more (by `remove`: remove_command). It runs after
+-- each import.
+local evict_command = [[
 for user in "$cache"/*/users/*; do [ -e "$user" ] && [ ! -d "$staging/${user##*/}" ] && rm -f -- "$user"; done
 for used in $(ls -tr -- "$cache"/*/used 2>/dev/null); do
 	size=$(du -sk -- "$cache") && [ "${size%%[!0-9]*}" -gt "$limit" ] || break
@@ -659,7 +660,7 @@ local modes_command = "find upper rootfs -maxdepth 1 ! -path upper -printf '%m %
 -- longer than `import_notice_seconds` tells the user so (notice_command).
 local function cache_in_command(rootfs, cache, staged, limit_kib)
 	return "rootfs=" .. quote(rootfs) .. " cache=" .. quote(cache) .. " staged=" .. quote(staged)
-		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. notice_command .. [[
+		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. notice_command .. remove_command .. [[
 id=${staged##*/}
 case $(stat -f -c %T -- "$staged") in
 ext2/ext3 | xfs | btrfs | tmpfs) ;;
@@ -682,13 +683,13 @@ if [ -d "$entry" ] && [ "$(stamp "$entry/rootfs")" != "$(cat -- "$entry/stamp" 2
 fi
 imported=
 if [ ! -d "$entry" ]; then
-	rm -rf -- "$entry.tmp"
+	remove "$entry.tmp"
 	importing() { shown=$(size_of "$rootfs") && echo "scrun: importing image ($shown) to the cache"; }
 	later importing
 	{ mkdir -m 700 -- "$entry.tmp" "$entry.tmp/users" && cp -RP --preserve="$keep" -- "$rootfs/." "$entry.tmp/rootfs" && stamp "$entry.tmp/rootfs" >"$entry.tmp/stamp" && mv -T -- "$entry.tmp" "$entry"; }
 	done=$?
 	never
-	[ "$done" = 0 ] || { rm -rf -- "$entry.tmp"; exit 1; }
+	[ "$done" = 0 ] || { remove "$entry.tmp"; exit 1; }
 	imported=1
 fi
 : >"$entry/users/$id" && touch -- "$entry/used" || exit 1
@@ -1014,7 +1015,7 @@ end
 -- user so, naming the node.
 local function node_cache_command(entry, cache, here, limit_kib)
 	return "entry=" .. quote(entry) .. " cache=" .. quote(cache) .. " here=" .. quote(here)
-		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. notice_command .. stamp_command .. [[
+		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. notice_command .. remove_command .. stamp_command .. [[
 id=${here##*/} key=${entry##*/}
 copy=$cache/$key node=${SLURMD_NODENAME:-$(hostname)}
 waiting() { echo "scrun: waiting for another container's copy of this image to node $node"; }
@@ -1303,10 +1304,10 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		local here = node_path(id, user_id)
 		-- (the copy itself may be a mapped root's, hand_over_command: its directory is checked)
 		local _ = slurm.remote_command("(" .. private_dir_command(node_local, string.match(here, "^(.*)/"), false) .. ") && "
-			.. with_user_ids("rm -rf -- " .. quote(here) .. "; rm -f -- " .. quote(node_cache_path(user_id)) .. "/*/users/" .. quote(id)))
+			.. with_user_ids(remove_command .. "remove " .. quote(here) .. "; rm -f -- " .. quote(node_cache_path(user_id)) .. "/*/users/" .. quote(id)))
 		-- (exit 1 or 3: not the user's, or not there; nothing to remove)
 		local rc, output = slurm.allocator_command(private_dir_command(scratch, carry, false)
-			.. "\nrm -rf -- " .. quote(carry) .. " && rm -f -- " .. quote(cache_path(user_id)) .. "/*/users/" .. quote(id) .. " || exit 4")
+			.. "\n" .. remove_command .. "remove " .. quote(carry) .. " && rm -f -- " .. quote(cache_path(user_id)) .. "/*/users/" .. quote(id) .. " || exit 4")
 		if rc == 4 then
 			slurm.log_error("removing the carried copy failed: %s", string.sub(output, 1, 300))
 			return slurm.ERROR
@@ -1349,7 +1350,7 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 	-- missing entries it would take for the container's deletions; finding none, it has
 	-- nothing to do
 	local removing = carry .. ".removing"
-	local back_here = "if [ ! -d " .. quote(carry) .. " ]; then rm -rf -- " .. quote(removing) .. "; exit 0; fi\n"
+	local back_here = remove_command .. "if [ ! -d " .. quote(carry) .. " ]; then remove " .. quote(removing) .. "; exit 0; fi\n"
 		.. "failed=\n" .. root_back
 	for _, mount in ipairs(carried_mounts(config)) do
 		if mount.writable then
@@ -1357,7 +1358,7 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		end
 	end
 	back_here = back_here .. "[ -z \"$failed\" ] || exit 1\nmv -T -- " .. quote(carry) .. " " .. quote(removing)
-		.. " && rm -rf -- " .. quote(removing) .. " || exit 2"
+		.. " && remove " .. quote(removing) .. " || exit 2"
 	local rc, output = slurm.allocator_command(back_here)
 	if rc == 0 then
 		return slurm.SUCCESS

@@ -538,6 +538,31 @@ local function cache_path(user_id)
 	return string.format("%s/%d/scrun-cache", scratch, math.floor(user_id))
 end
 
+-- A shell function, `remove DIR`, that removes the tree DIR. The owner's `rm -r` cannot
+-- empty a directory it may not read or write: an image's read-only directories with files
+-- in them (Fedora's 0550 /root), or an overlay's work/<dir>/work (mode 000, holding the
+-- kernel's incompat/volatile: add_overlays), where no user namespace gives it root's powers
+-- over its files (scrun run by hand, not by an engine; a node without `unshare --map-auto`).
+-- It makes the tree's directories its own to enter and write first.
+local remove_command = [[
+remove() { rm -rf -- "$1" 2>/dev/null || { chmod -R u+rwX -- "$1" && rm -rf -- "$1"; }; }
+]]
+
+-- A shell command that removes, from the cache `$cache`, the marks `users/<id>` of the
+-- containers gone from `$staging` (their staged directories), then the least recently used
+-- entries in use by no one until the cache holds at most `$limit` KiB, and the entries set
+-- aside as changed that no one uses any more (by `remove`: remove_command). It runs after
+-- each import.
+local evict_command = [[
+for user in "$cache"/*/users/*; do [ -e "$user" ] && [ ! -d "$staging/${user##*/}" ] && rm -f -- "$user"; done
+for used in $(ls -tr -- "$cache"/*/used 2>/dev/null); do
+	size=$(du -sk -- "$cache") && [ "${size%%[!0-9]*}" -gt "$limit" ] || break
+	old=${used%/used}
+	(flock -n 9 && [ -z "$(ls -A -- "$old/users")" ] && remove "$old") 9>>"$old.lock"
+done
+for old in "$cache"/changed-*; do [ -d "$old/users" ] && [ -z "$(ls -A -- "$old/users")" ] && remove "$old"; done
+]]
+
 -- Shell functions for what may take long, for a shell that sets $notice (the site's
 -- import_notice_seconds): `later WHAT` runs the shell function WHAT, which prints a line
 -- for the user ("scrun: ..."), in the background once $notice seconds have passed (at once
@@ -604,7 +629,7 @@ local modes_command = "find upper rootfs -maxdepth 1 ! -path upper -printf '%m %
 -- (notice_command).
 local function cache_in_command(rootfs, cache, staged, limit_kib)
 	return "rootfs=" .. quote(rootfs) .. " cache=" .. quote(cache) .. " staged=" .. quote(staged)
-		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. notice_command .. [[
+		.. " limit=" .. math.floor(limit_kib) .. " notice=" .. math.floor(import_notice_seconds) .. "\n" .. notice_command .. remove_command .. [[
 id=${staged##*/}
 case $(stat -f -c %T -- "$staged") in
 ext2/ext3 | xfs | btrfs | tmpfs) ;;
@@ -627,26 +652,20 @@ if [ -d "$entry" ] && [ "$(stamp "$entry/rootfs")" != "$(cat -- "$entry/stamp" 2
 fi
 imported=
 if [ ! -d "$entry" ]; then
-	rm -rf -- "$entry.tmp"
+	remove "$entry.tmp"
 	importing() { shown=$(size_of "$rootfs") && echo "scrun: importing image ($shown) to the cache"; }
 	later importing
 	{ mkdir -m 700 -- "$entry.tmp" "$entry.tmp/users" && cp -RP --preserve="$keep" -- "$rootfs/." "$entry.tmp/rootfs" && stamp "$entry.tmp/rootfs" >"$entry.tmp/stamp" && mv -T -- "$entry.tmp" "$entry"; }
 	done=$?
 	never
-	[ "$done" = 0 ] || { rm -rf -- "$entry.tmp"; exit 1; }
+	[ "$done" = 0 ] || { remove "$entry.tmp"; exit 1; }
 	imported=1
 fi
 : >"$entry/users/$id" && touch -- "$entry/used" || exit 1
 exec 9>&-
 if [ -n "$imported" ]; then
 	staging=${staged%/*}
-	for user in "$cache"/*/users/*; do [ -e "$user" ] && [ ! -d "$staging/${user##*/}" ] && rm -f -- "$user"; done
-	for used in $(ls -tr -- "$cache"/*/used 2>/dev/null); do
-		size=$(du -sk -- "$cache") && [ "${size%%[!0-9]*}" -gt "$limit" ] || break
-		old=${used%/used}
-		(flock -n 9 && [ -z "$(ls -A -- "$old/users")" ] && rm -rf -- "$old") 9>>"$old.lock"
-	done
-	for old in "$cache"/changed-*; do [ -d "$old/users" ] && [ -z "$(ls -A -- "$old/users")" ] && rm -rf -- "$old"; done
+]] .. evict_command .. [[
 fi
 cd -- "$entry/rootfs" && mkdir -m 700 -- "$staged/rootfs" "$staged/upper" "$staged/work" || exit 1
 chmod --reference=. -- "$staged/rootfs" && chown --reference=. -- "$staged/rootfs" || exit 1
@@ -713,15 +732,6 @@ local function add_overlays(config, entry, staged, dirs)
 	end
 	config["mounts"] = mounts
 end
-
--- A shell function, `remove DIR`, that removes the tree DIR. The owner's `rm -r` cannot
--- empty a directory it may not read, an overlay's work/<dir>/work (mode 000, holding the
--- kernel's incompat/volatile: add_overlays), where no user namespace gives it root's powers
--- over its files (scrun run by hand, not by podman or docker): it makes the tree's
--- directories its own to enter first.
-local remove_command = [[
-remove() { rm -rf -- "$1" 2>/dev/null || { chmod -R u+rwX -- "$1" && rm -rf -- "$1"; }; }
-]]
 
 -- A shell condition, true when anything in `paths` (quoted, space-separated, with find's
 -- tests after them if any; relative to the directory `at` when given) changed status after
@@ -1166,7 +1176,7 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		-- (exit 1 or 3: not the user's, or not there; nothing to remove; the directory
 		-- itself may be a mapped root's, hand_over_command)
 		local rc, output = slurm.allocator_command(private_dir_command(scratch, string.match(staged, "^(.*)/"), false)
-			.. "\nrm -rf -- " .. quote(staged) .. " && rm -f -- " .. quote(cache_path(user_id)) .. "/*/users/" .. quote(id) .. " || exit 4")
+			.. "\n" .. remove_command .. "remove " .. quote(staged) .. " && rm -f -- " .. quote(cache_path(user_id)) .. "/*/users/" .. quote(id) .. " || exit 4")
 		if rc == 4 then
 			slurm.log_error("removing the staged copy failed: %s", string.sub(output, 1, 300))
 			return slurm.ERROR

@@ -750,10 +750,12 @@ def test_a_removal_cut_short_is_never_taken_for_deletions(tmp_path: Path, name: 
 
 
 # rm as a user without root's powers over the files (scrun run by hand, or a node without
-# `unshare --map-auto`) runs it: a directory its owner may not read cannot be emptied
+# `unshare --map-auto`) runs it: a directory its owner may not read, or may not write and
+# that holds something, cannot be emptied
 RM_OF_A_USER = """#!/bin/sh
 for last; do :; done
-if [ -n "$(/usr/bin/find "$last" -type d ! -perm -u=rwx -print -quit)" ]; then
+closed=$(/usr/bin/find "$last" -type d \\( ! -perm -u=rx -o ! -perm -u=w ! -empty \\) -print -quit)
+if [ -n "$closed" ]; then
     echo "rm: cannot remove '$last': Permission denied" >&2; exit 1
 fi
 exec /bin/rm "$@"
@@ -774,6 +776,61 @@ def test_a_volatile_overlays_work_directory_is_removed(tmp_path: Path, name: str
     assert site.stage_out() == 0, site.slurm.errors
     assert site.leftovers() == site.users_dirs
     assert not list(site.node.rglob("*.removing"))
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_bind_mounts_read_only_directory_is_carried_and_removed(
+    tmp_path: Path, name: str
+) -> None:
+    """A user's read-only directory with files in a carried bind mount: all goes back, and
+    the carried copy is removed (the owner's `rm -r` alone cannot: stage-out then failed)."""
+    site = Site(tmp_path, name)
+    closed = site.data / "closed"
+    closed.mkdir()
+    (closed / "kept").write_text("kept\n")
+    closed.chmod(0o555)
+    on_path(site, tmp_path, "rm", RM_OF_A_USER)
+    assert site.stage_in() == 0, site.slurm.errors
+    (Path(site.slurm.bundle) / "mounts" / "5" / "new").write_text("new\n")
+    assert site.stage_out() == 0, site.slurm.errors
+    assert (site.data / "new").read_text() == "new\n"
+    assert (closed / "kept").read_text() == "kept\n"
+    assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_an_images_read_only_directory_leaves_nothing_in_the_cache(
+    tmp_path: Path, name: str
+) -> None:
+    """An image with a read-only directory that holds files (Fedora's 0550 /root), cached
+    by a user without root's powers over its files: an import of it killed half way is
+    removed and the image imported again, and past the limit its entry is evicted. The
+    owner's `rm -r` alone can do neither: the image then failed to stage for good, or the
+    cache outgrew its limit."""
+    site = Site(tmp_path, name, cache_mib=3)
+    closed = site.bundle / "rootfs" / "root"
+    closed.mkdir()
+    (closed / "profile").write_text("profile\n")
+    closed.chmod(0o550)
+    big = site.bundle / "rootfs" / "big"
+    big.write_bytes(os.urandom(2 * 1024 * 1024))
+    on_path(site, tmp_path, "rm", RM_OF_A_USER)
+    assert site.stage_in("a") == 0, site.slurm.errors
+    entry = cache_entry(Path(site.slurm.bundle))
+    assert site.stage_out("a") == 0, site.slurm.errors
+    half_way = entry.with_name(entry.name + ".tmp")
+    entry.rename(half_way)  # an import killed after it copied /root
+    assert site.stage_in("b") == 0, site.slurm.errors
+    assert cache_entry(Path(site.slurm.bundle)) == entry and not half_way.exists()
+    assert (entry / "rootfs" / "root" / "profile").read_text() == "profile\n"
+    assert site.stage_out("b") == 0, site.slurm.errors
+    big.write_bytes(os.urandom(2 * 1024 * 1024))  # another image: past the limit
+    assert site.stage_in("c") == 0, site.slurm.errors
+    assert not entry.exists()
+    if name == "node-local.lua":  # the node's copy too
+        assert not (site.node_cache / entry.name).exists()
+    assert site.stage_out("c") == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -1062,7 +1119,8 @@ def test_a_changed_node_copy_is_not_used(tmp_path: Path) -> None:
     assert site.leftovers() == site.users_dirs
 
 
-# The functions node-local.lua has from shared-scratch.lua (each script stands alone)
+# The functions (and shell commands) node-local.lua has from shared-scratch.lua (each script
+# stands alone)
 COPIED_FUNCTIONS = [
     "carry_one_command",
     "carry_in_command",
@@ -1074,6 +1132,8 @@ COPIED_FUNCTIONS = [
     "small_file_content",
     "refresh_copy",
     "refresh_carried_files",
+    "remove_command",
+    "evict_command",
 ]
 
 
@@ -1083,7 +1143,11 @@ def test_a_function_both_scripts_have_is_the_same_in_both(function: str) -> None
 
     def text(script: str) -> str:
         source = (DOCS / script).read_text()
-        found = re.search(rf"^local function {function}\(.*?^end$", source, re.M | re.S)
+        found = re.search(
+            rf"^local function {function}\(.*?^end$|^local {function} = .*?^\]\]$",
+            source,
+            re.M | re.S,
+        )
         assert found, f"{script} has no {function}"
         return found.group(0)
 
