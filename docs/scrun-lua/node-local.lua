@@ -607,11 +607,12 @@ local notice_command = [[
 later() {
 	notifier=
 	if [ "$notice" = 0 ]; then "$1"; return; fi
-	# (killed, it ends its sleep too: no process is left behind, none holds the lock)
-	(exec 9>&-; trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM; sleep "$notice" >/dev/null 2>&1 & sleeper=$!; wait "$sleeper" && "$1") &
+	# (killed, it ends its sleep too, and each is waited for: no process is left behind,
+	# none holds the lock, no orphan is left to the anchor, the init of its pid namespace)
+	(exec 9>&-; trap 'kill "$sleeper" 2>/dev/null; wait "$sleeper"; exit 0' TERM; sleep "$notice" >/dev/null 2>&1 & sleeper=$!; wait "$sleeper" && "$1") &
 	notifier=$!
 }
-never() { [ -z "$notifier" ] || kill "$notifier" 2>/dev/null; notifier=; }
+never() { [ -z "$notifier" ] || { kill "$notifier" 2>/dev/null; wait "$notifier"; }; notifier=; }
 take_lock() {
 	flock -n 9 && return
 	later "$1"

@@ -18,6 +18,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -45,6 +46,34 @@ def to_python(value: Any) -> Any:
     return {str(key): to_python(item) for key, item in items.items()}
 
 
+# Runs a command (argv[2:]) as its parent and the subreaper of all it starts, as the
+# anchor, the init of its own pid namespace, is of scrun.lua's commands; once the command
+# has ended (and its killed processes have had a moment to die), appends to the file argv[1]
+# a line for each process it left behind, reaped or still running, and exits as it did.
+REAPER = """
+import ctypes, os, sys, time
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+time.sleep(0.3)
+left = []
+while True:
+    try:
+        orphan, status = os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        break
+    if orphan == 0:
+        left.append("still running")
+        break
+    left.append(f"reaped {orphan}")
+with open(sys.argv[1], "a") as report:
+    report.writelines(line + "\\n" for line in left)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 class FakeSlurm:
     """The part of the `slurm` table the scripts call. Commands run with /bin/sh; remote
     ones as on the job's first node (SLURM_NODEID=0, SLURMD_NODENAME=n1). As scrun's
@@ -61,16 +90,20 @@ class FakeSlurm:
         self.bundle = ""
         self.env: dict[str, str] = {}  # the job env's own variables
         self.path = os.environ["PATH"]
+        # a file: each command runs under REAPER, which writes there what it left behind
+        self.orphans: Path | None = None
 
     def command(self, line: str, node: bool = False) -> tuple[int, str]:
         self.commands.append(line)
         on_node = {"SLURM_NODEID": "0", "SLURMD_NODENAME": "n1"} if node else {}
         env = {"PATH": self.path, **self.env, **on_node}
+        argv = ["/bin/sh", "-c", line]
+        if self.orphans is not None:
+            argv = [sys.executable, "-I", "-c", REAPER, str(self.orphans), *argv]
         output = []
         with subprocess.Popen(
-            ["/bin/sh", "-c", line], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True,
-        ) as child:  # fmt: skip
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        ) as child:
             assert child.stdout is not None
             for out in child.stdout:
                 if out.startswith("scrun: "):
@@ -1031,6 +1064,20 @@ def test_a_long_import_says_so(tmp_path: Path, name: str) -> None:
     for container, bundle in (("a", first), ("b", site.slurm.bundle)):
         assert site.stage_out(container, bundle) == 0, site.slurm.errors
     assert site.leftovers() == site.users_dirs
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_notice_that_never_came_leaves_no_process(tmp_path: Path, name: str) -> None:
+    """An import quicker than import_notice_seconds ends its notice's timer: the timer's
+    processes are ended and waited for, none is left to the anchor (a zombie there for the
+    container's life, the anchor being the init of its pid namespace)."""
+    site = Site(tmp_path, name, notice_s=30)
+    site.slurm.orphans = tmp_path / "orphans"
+    site.slurm.orphans.touch()
+    assert site.stage_in() == 0, site.slurm.errors
+    assert site.stage_out() == 0, site.slurm.errors
+    assert site.slurm.orphans.read_text() == ""
+    assert site.slurm.notices == []
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
