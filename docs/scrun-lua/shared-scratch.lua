@@ -561,6 +561,7 @@ for used in $(ls -tr -- "$cache"/*/used 2>/dev/null); do
 	(flock -n 9 && [ -z "$(ls -A -- "$old/users")" ] && remove "$old") 9>>"$old.lock"
 done
 for old in "$cache"/changed-*; do [ -d "$old/users" ] && [ -z "$(ls -A -- "$old/users")" ] && remove "$old"; done
+for memo in "$cache"/layers/*; do [ -f "$memo" ] && [ ! -d "$cache/$(cat -- "$memo")" ] && rm -f -- "$memo"; done
 ]]
 
 -- Shell functions for what may take long, for a shell that sets $notice (the site's
@@ -607,6 +608,42 @@ stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C 
 -- (run in the staged directory). An entry the container deleted there is missing from it.
 local modes_command = "find upper rootfs -maxdepth 1 ! -path upper -printf '%m %U %G %p\\n' | LC_ALL=C sort"
 
+-- A shell command (for cache_in_command's shell: $rootfs, $cache, $staged) that sets $key,
+-- the cache key of the image under $rootfs: the digest of its listing (names, types,
+-- sizes, modes, owners, link targets, and the modification times of files that hold
+-- something; /etc/passwd and /etc/group left out, see cache_in_command). Listing an image
+-- walks all of it (~90 ms for 30,000 files, each container). Where the engine mounted the
+-- root as an overlay (podman's and docker's overlay drivers) the key is remembered, in
+-- `$cache/layers/<digest>`, for the mount's image layers (its lowerdir options) with the
+-- container's own writable layer as it is (its listing, and the merged root's number of
+-- entries in each of its directories: an opaque one hides its lower entries): a later
+-- container of the same layers and an alike writable layer takes the key from there,
+-- listing only its writable layer. An engine's layers do not change once made; its
+-- writable layer is the container's own.
+local key_command = [[
+listing() { (cd "$1" && find . -mindepth 1 \( -path ./etc/passwd -o -path ./etc/group \) -o \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)); }
+# the lowerdir options and the upperdir of the overlay mounted at $rootfs (mountinfo's
+# octal escapes for its path), as "LOWER<tab>UPPER"; nothing for another filesystem
+layers=$(P=$(printf '%s' "$rootfs" | sed 's/\\/\\134/g; s/ /\\040/g; s/	/\\011/g') awk '
+$5 == ENVIRON["P"] { found = ""; for (i = 7; i < NF && $i != "-"; i++) ; if ($(i + 1) == "overlay") found = $(i + 3) }
+END { n = split(found, o, ","); for (j = 1; j <= n; j++) if (o[j] ~ /^(lowerdir|lowerdir\+|datadir\+)=/) l = l o[j] ","; else if (o[j] ~ /^upperdir=/) u = substr(o[j], 10)
+	if (l != "" && u != "") print l "\t" u }' /proc/self/mountinfo 2>/dev/null)
+memo= key=
+upper=${layers#*	}
+if [ -n "$layers" ] && [ -d "$upper" ] && listing "$upper" >"$staged/upper-listing" && (cd "$upper" && find . -type d -exec sh -c 'for d; do n=$(find "$0/$d" -mindepth 1 -maxdepth 1 -printf x) || exit 1; printf "%s %s\0" "$d" "${#n}"; done' "$rootfs" {} +) >"$staged/upper-dirs"; then
+	memo=$cache/layers/$({ printf '%s\0' "${layers%%	*}"; LC_ALL=C sort -z -- "$staged/upper-listing"; LC_ALL=C sort -z -- "$staged/upper-dirs"; } | sha256sum | cut -d' ' -f1)
+	key=$(cat -- "$memo" 2>/dev/null)
+	case $key in *[!0-9a-f]*) key= ;; esac
+	[ ${#key} = 64 ] || key=
+fi
+rm -f -- "$staged/upper-listing" "$staged/upper-dirs"
+if [ -z "$key" ]; then
+	listing "$rootfs" >"$staged/listing" || exit 1
+	key=$(LC_ALL=C sort -z -- "$staged/listing" | sha256sum | cut -d' ' -f1) && rm -f -- "$staged/listing" || exit 1
+	[ -z "$memo" ] || { mkdir -p -- "$cache/layers" && printf '%s\n' "$key" >"$memo.$$" && mv -f -- "$memo.$$" "$memo"; } || rm -f -- "$memo.$$"
+fi
+]]
+
 -- A shell command (run in a subshell of stage_command's, with its $keep) that stages
 -- `rootfs` (the engine's root filesystem) through the image cache `cache` into `staged`
 -- (<...>/<id>, for the container <id>); it exits 10, having done nothing, when the scratch cannot
@@ -615,10 +652,10 @@ local modes_command = "find upper rootfs -maxdepth 1 ! -path upper -printf '%m %
 -- layer ENTRY/rootfs/NAME, its writable layer and work directory `staged`/upper/NAME and
 -- `staged`/work/NAME), copies the image's other top-level entries to `staged`/rootfs, and
 -- writes the entry's path to `staged`/cache-entry, last.
--- An entry's key is a digest of the image's listing (names, types, sizes, modes, owners,
--- link targets, and the modification times of files that hold something: the engine's own
--- empty files and links, made anew for each container, do not count): a changed image gets
--- a new entry. /etc/passwd and /etc/group do not count either: the engine writes the user
+-- An entry's key (key_command) is a digest of the image's listing (names, types, sizes,
+-- modes, owners, link targets, and the modification times of files that hold something:
+-- the engine's own empty files and links, made anew for each container, do not count): a
+-- changed image gets a new entry. /etc/passwd and /etc/group do not count either: the engine writes the user
 -- into them for each container (podman's --userns=keep-id, --user); the container's own
 -- go to its writable layer. It is imported under a lock per key, into <key>.tmp, renamed into place once
 -- whole: a container that waited for the lock uses it, an import killed half way is never
@@ -642,8 +679,7 @@ if [ ! -w "$cache" ]; then
 	exit 1
 fi
 ]] .. kernel_check_command .. stamp_command .. [[
-(cd "$rootfs" && find . -mindepth 1 \( -path ./etc/passwd -o -path ./etc/group \) -o \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)) >"$staged/listing" || exit 1
-key=$(LC_ALL=C sort -z -- "$staged/listing" | sha256sum | cut -d' ' -f1) && rm -f -- "$staged/listing" || exit 1
+]] .. key_command .. [[
 entry=$cache/$key
 waiting() { echo "scrun: waiting for another container's import of this image"; }
 exec 9>>"$entry.lock" && take_lock waiting || { echo "cannot lock $entry.lock"; exit 1; }

@@ -92,12 +92,26 @@ class FakeSlurm:
         self.path = os.environ["PATH"]
         # a file: each command runs under REAPER, which writes there what it left behind
         self.orphans: Path | None = None
+        # a command that mounts an overlay: each command runs after it (on_engine_overlay)
+        self.overlay: str | None = None
 
     def command(self, line: str, node: bool = False) -> tuple[int, str]:
         self.commands.append(line)
         on_node = {"SLURM_NODEID": "0", "SLURMD_NODENAME": "n1"} if node else {}
         env = {"PATH": self.path, **self.env, **on_node}
         argv = ["/bin/sh", "-c", line]
+        if self.overlay is not None:  # in a mount namespace of its own, with the overlay
+            wrapped = f'{self.overlay} && exec /bin/sh -c "$0"'
+            argv = [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "/bin/sh",
+                "-c",
+                wrapped,
+                line,
+            ]
         if self.orphans is not None:
             argv = [sys.executable, "-I", "-c", REAPER, str(self.orphans), *argv]
         output = []
@@ -449,6 +463,89 @@ def test_two_containers_of_one_bind_mount_keep_each_others_writes(
 
 def cache_entry(staged: Path) -> Path:
     return Path((staged / "cache-entry").read_text().strip())
+
+
+needs_root = pytest.mark.skipif(os.getuid() != 0, reason="mounts overlays (CI runs as root)")
+
+
+def on_engine_overlay(site: Site, tmp: Path) -> tuple[Path, Path]:
+    """The engine's root filesystem as podman's and docker's overlay drivers make it: an
+    overlay mounted at the bundle's rootfs (each command mounts it in a mount namespace of
+    its own), over an image layer, what Site put in the rootfs (returned first), with the
+    container's writable layer (second), empty."""
+    rootfs = site.bundle / "rootfs"
+    layer, upper, work = tmp / "layer", tmp / "upper", tmp / "work"
+    rootfs.rename(layer)
+    for directory in (rootfs, upper, work):
+        directory.mkdir()
+    options = f"lowerdir={layer},upperdir={upper},workdir={work}"
+    site.slurm.overlay = f"mount -t overlay overlay -o {options} {rootfs}"
+    return layer, upper
+
+
+@needs_root
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_an_images_key_is_listed_once_for_the_engines_layers(tmp_path: Path, name: str) -> None:
+    """A root filesystem the engine mounted as an overlay: the key found by listing it is
+    remembered for its layers, and a later container of those layers takes it from there
+    without listing the image. Shown here by a layer changed in place, which an engine never
+    does: the later container still runs on the first one's entry. What it remembers goes
+    with its entry."""
+    site = Site(tmp_path, name)
+    layer, upper = on_engine_overlay(site, tmp_path)
+    assert site.stage_in("a") == 0, site.slurm.errors
+    bundles = {"a": site.slurm.bundle}
+    first = cache_entry(Path(site.slurm.bundle))
+    [memo] = (site.cache / "layers").iterdir()
+    assert memo.read_text() == f"{first.name}\n"
+    (layer / "etc" / "os").write_text("changed in place\n")
+    assert site.stage_in("b") == 0, site.slurm.errors
+    bundles["b"] = site.slurm.bundle
+    assert cache_entry(Path(site.slurm.bundle)) == first
+    for container, bundle in bundles.items():
+        assert site.stage_out(container, bundle) == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
+    shutil.rmtree(first)  # (pruned: scrun-stage cache prune)
+    (upper / "own").write_text("own\n")  # another image, imported: its memo alone is kept
+    assert site.stage_in("c") == 0, site.slurm.errors
+    assert [p.read_text() for p in (site.cache / "layers").iterdir()] == [
+        f"{cache_entry(Path(site.slurm.bundle)).name}\n"
+    ]
+    assert site.stage_out("c") == 0, site.slurm.errors
+
+
+@needs_root
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_containers_own_files_make_its_layers_another_image(tmp_path: Path, name: str) -> None:
+    """The same layers under a writable layer of other content are another image: a file
+    of the container's own (`podman cp` before `start`), or a directory made anew where the
+    image has one (opaque: the image's entries there are hidden), each as the same listing
+    of the writable layer would show it with the image's entries there or without."""
+    site = Site(tmp_path, name)
+    _, upper = on_engine_overlay(site, tmp_path)
+    bundles = {}
+
+    def entry_of(container: str) -> Path:
+        assert site.stage_in(container) == 0, site.slurm.errors
+        bundles[container] = site.slurm.bundle
+        return cache_entry(Path(site.slurm.bundle))
+
+    image = entry_of("a")
+    (upper / "etc").mkdir()
+    (upper / "etc" / "own").write_text("own\n")
+    owned = entry_of("b")
+    assert owned != image and (owned / "rootfs" / "etc" / "own").read_text() == "own\n"
+    (upper / "etc" / "own").unlink()
+    (upper / "etc" / "new").touch()  # the image's /etc, and an empty file of the container's
+    beside = entry_of("c")
+    assert (beside / "rootfs" / "etc" / "os").exists()
+    rootfs = site.bundle / "rootfs"
+    site.slurm.command(f"rm -rf {rootfs}/etc && mkdir {rootfs}/etc && touch {rootfs}/etc/new")
+    instead = entry_of("d")  # the same listing of the writable layer as c's
+    assert instead != beside and not (instead / "rootfs" / "etc" / "os").exists()
+    for container, bundle in bundles.items():
+        assert site.stage_out(container, bundle) == 0, site.slurm.errors
+    assert site.leftovers() == site.users_dirs
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -1181,6 +1278,8 @@ COPIED_FUNCTIONS = [
     "refresh_carried_files",
     "remove_command",
     "evict_command",
+    "notice_command",
+    "key_command",
 ]
 
 

@@ -6,8 +6,10 @@ The layout is the scripts': `<scratch>/<uid>/scrun-cache/<key>/` holds an import
 import), `users/<id>` (a mark for each container that runs on it) and `used` (touched at
 each use); `<key>.lock` is the lock each import and removal holds (flock); `<key>.tmp` is an
 import under way or killed half way, `changed-<key>-<pid>` an entry set aside because it
-changed after its import. The scratch is the site's: `local scratch = "..."` in the
-scrun.lua beside slurm.conf (found as `scrun-stage in` finds the script), or `--scratch`.
+changed after its import; `layers/<digest>` holds the key of an engine's image layers (not
+an entry: left alone here; the scripts remove one whose entry is gone, after an import).
+The scratch is the site's: `local scratch = "..."` in the scrun.lua beside slurm.conf
+(found as `scrun-stage in` finds the script), or `--scratch`.
 Its command lines (du, and find | sort | sha256sum for a stamp) are composed with plumbum
 and run through scrunlib.processes; no engine waits for this tool. With `--nodes`, the
 copies node-local.lua keeps on the nodes too, each read by a step there (scrun_stage.node_cache).
