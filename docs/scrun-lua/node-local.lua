@@ -656,15 +656,17 @@ local key_command = [[
 listing() { (cd "$1" && find . -mindepth 1 \( -path ./etc/passwd -o -path ./etc/group \) -o \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)); }
 # the lowerdir options and the upperdir of the overlay mounted at $rootfs (mountinfo's
 # octal escapes for its path), as "LOWER<tab>UPPER"; nothing for another filesystem
-layers=$(P=$(printf '%s' "$rootfs" | sed 's/\\/\\134/g; s/ /\\040/g; s/	/\\011/g') awk '
+case $rootfs in *'\'* | *' '* | *'	'*) P=$(printf '%s' "$rootfs" | sed 's/\\/\\134/g; s/ /\\040/g; s/	/\\011/g') ;; *) P=$rootfs ;; esac
+layers=$(P=$P awk '
 $5 == ENVIRON["P"] { found = ""; for (i = 7; i < NF && $i != "-"; i++) ; if ($(i + 1) == "overlay") found = $(i + 3) }
 END { n = split(found, o, ","); for (j = 1; j <= n; j++) if (o[j] ~ /^(lowerdir|lowerdir\+|datadir\+)=/) l = l o[j] ","; else if (o[j] ~ /^upperdir=/) u = substr(o[j], 10)
 	if (l != "" && u != "") print l "\t" u }' /proc/self/mountinfo 2>/dev/null)
 memo= key=
 upper=${layers#*	}
 if [ -n "$layers" ] && [ -d "$upper" ] && listing "$upper" >"$staged/upper-listing" && (cd "$upper" && find . -type d -exec sh -c 'for d; do n=$(find "$0/$d" -mindepth 1 -maxdepth 1 -printf x) || exit 1; printf "%s %s\0" "$d" "${#n}"; done' "$rootfs" {} +) >"$staged/upper-dirs"; then
-	memo=$cache/layers/$({ printf '%s\0' "${layers%%	*}"; LC_ALL=C sort -z -- "$staged/upper-listing"; LC_ALL=C sort -z -- "$staged/upper-dirs"; } | sha256sum | cut -d' ' -f1)
-	key=$(cat -- "$memo" 2>/dev/null)
+	digest=$({ printf '%s\0' "${layers%%	*}"; LC_ALL=C sort -z -- "$staged/upper-listing"; LC_ALL=C sort -z -- "$staged/upper-dirs"; } | sha256sum)
+	memo=$cache/layers/${digest%% *}
+	read -r key 2>/dev/null <"$memo"
 	case $key in *[!0-9a-f]*) key= ;; esac
 	[ ${#key} = 64 ] || key=
 fi
