@@ -651,7 +651,9 @@ local modes_command = "find upper rootfs -maxdepth 1 ! -path upper -printf '%m %
 -- entries in each of its directories: an opaque one hides its lower entries): a later
 -- container of the same layers and an alike writable layer takes the key from there,
 -- listing only its writable layer. An engine's layers do not change once made; its
--- writable layer is the container's own.
+-- writable layer is the container's own. Only layers in an engine's storage count (podman's
+-- and docker's overlay/l/<link> or overlay/<id>/diff, containerd's snapshots/<n>/fs): a
+-- directory of the user's as a lower layer (`podman run --rootfs DIR:O`) may change.
 local key_command = [[
 listing() { (cd "$1" && find . -mindepth 1 \( -path ./etc/passwd -o -path ./etc/group \) -o \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)); }
 # the lowerdir options and the upperdir of the overlay mounted at $rootfs (mountinfo's
@@ -660,6 +662,7 @@ case $rootfs in *'\'* | *' '* | *'	'*) P=$(printf '%s' "$rootfs" | sed 's/\\/\\1
 layers=$(P=$P awk '
 $5 == ENVIRON["P"] { found = ""; for (i = 7; i < NF && $i != "-"; i++) ; if ($(i + 1) == "overlay") found = $(i + 3) }
 END { n = split(found, o, ","); for (j = 1; j <= n; j++) if (o[j] ~ /^(lowerdir|lowerdir\+|datadir\+)=/) l = l o[j] ","; else if (o[j] ~ /^upperdir=/) u = substr(o[j], 10)
+	m = split(l, p, /[=:,]/); for (j = 1; j <= m; j++) if (p[j] ~ /\// && p[j] !~ /\/overlay2?\/(l\/[^\/]+|[^\/]+\/diff)$|\/snapshots\/[0-9]+\/fs$/) l = ""
 	if (l != "" && u != "") print l "\t" u }' /proc/self/mountinfo 2>/dev/null)
 memo= key=
 upper=${layers#*	}

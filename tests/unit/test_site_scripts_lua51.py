@@ -468,19 +468,23 @@ def cache_entry(staged: Path) -> Path:
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="mounts overlays (CI runs as root)")
 
 
-def on_engine_overlay(site: Site, tmp: Path) -> tuple[Path, Path]:
+def on_engine_overlay(
+    site: Site, tmp: Path, layer: str = "storage/overlay/l/L1"
+) -> tuple[Path, Path]:
     """The engine's root filesystem as podman's and docker's overlay drivers make it: an
     overlay mounted at the bundle's rootfs (each command mounts it in a mount namespace of
-    its own), over an image layer, what Site put in the rootfs (returned first), with the
-    container's writable layer (second), empty."""
+    its own), over an image layer, what Site put in the rootfs, at `layer` (in an engine's
+    storage, as podman's short links are; returned first), with the container's writable
+    layer (second), empty."""
     rootfs = site.bundle / "rootfs"
-    layer, upper, work = tmp / "layer", tmp / "upper", tmp / "work"
-    rootfs.rename(layer)
+    lower, upper, work = tmp / layer, tmp / "upper", tmp / "work"
+    lower.parent.mkdir(parents=True, exist_ok=True)
+    rootfs.rename(lower)
     for directory in (rootfs, upper, work):
         directory.mkdir()
-    options = f"lowerdir={layer},upperdir={upper},workdir={work}"
+    options = f"lowerdir={lower},upperdir={upper},workdir={work}"
     site.slurm.overlay = f"mount -t overlay overlay -o {options} {rootfs}"
-    return layer, upper
+    return lower, upper
 
 
 @needs_root
@@ -512,6 +516,27 @@ def test_an_images_key_is_listed_once_for_the_engines_layers(tmp_path: Path, nam
         f"{cache_entry(Path(site.slurm.bundle)).name}\n"
     ]
     assert site.stage_out("c") == 0, site.slurm.errors
+
+
+@needs_root
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_lower_layer_outside_an_engines_storage_is_listed_each_time(
+    tmp_path: Path, name: str
+) -> None:
+    """A directory of the user's as the overlay's lower layer (`podman run --rootfs DIR:O`)
+    may change between containers: each lists it, and runs on what it holds then."""
+    site = Site(tmp_path, name)
+    layer, _ = on_engine_overlay(site, tmp_path, layer="home/me/rootfs")
+    assert site.stage_in("a") == 0, site.slurm.errors
+    first = site.slurm.bundle
+    (layer / "etc" / "os").write_text("changed\n")
+    assert site.stage_in("b") == 0, site.slurm.errors
+    changed = cache_entry(Path(site.slurm.bundle))
+    assert changed != cache_entry(Path(first))
+    assert (changed / "rootfs" / "etc" / "os").read_text() == "changed\n"
+    assert not (site.cache / "layers").exists()
+    for container, bundle in (("a", first), ("b", site.slurm.bundle)):
+        assert site.stage_out(container, bundle) == 0, site.slurm.errors
 
 
 @needs_root
