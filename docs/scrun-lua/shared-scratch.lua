@@ -614,7 +614,8 @@ local modes_command = "find upper rootfs -maxdepth 1 ! -path upper -printf '%m %
 -- something; /etc/passwd and /etc/group left out, see cache_in_command). Listing an image
 -- walks all of it (~90 ms for 30,000 files, each container). Where the engine mounted the
 -- root as an overlay (podman's and docker's overlay drivers) the key is remembered, in
--- `$cache/layers/<digest>`, for the mount's image layers (its lowerdir options) with the
+-- `$cache/layers/<digest>`, for the mount's image layers (its lowerdir options, on this
+-- host since its boot: another login host's paths may name other layers) with the
 -- container's own writable layer as it is (its listing, and the merged root's number of
 -- entries in each of its directories: an opaque one hides its lower entries): a later
 -- container of the same layers and an alike writable layer takes the key from there,
@@ -634,8 +635,8 @@ END { n = split(found, o, ","); for (j = 1; j <= n; j++) if (o[j] ~ /^(lowerdir|
 	if (l != "" && u != "") print l "\t" u }' /proc/self/mountinfo 2>/dev/null)
 memo= key=
 upper=${layers#*	}
-if [ -n "$layers" ] && [ -d "$upper" ] && listing "$upper" >"$staged/upper-listing" && (cd "$upper" && find . -type d -exec sh -c 'for d; do n=$(find "$0/$d" -mindepth 1 -maxdepth 1 -printf x) || exit 1; printf "%s %s\0" "$d" "${#n}"; done' "$rootfs" {} +) >"$staged/upper-dirs"; then
-	digest=$({ printf '%s\0' "${layers%%	*}"; LC_ALL=C sort -z -- "$staged/upper-listing"; LC_ALL=C sort -z -- "$staged/upper-dirs"; } | sha256sum)
+if [ -n "$layers" ] && [ -d "$upper" ] && read -r boot </proc/sys/kernel/random/boot_id && listing "$upper" >"$staged/upper-listing" && (cd "$upper" && find . -type d -exec sh -c 'for d; do n=$(find "$0/$d" -mindepth 1 -maxdepth 1 -printf x) || exit 1; printf "%s %s\0" "$d" "${#n}"; done' "$rootfs" {} +) >"$staged/upper-dirs"; then
+	digest=$({ printf '%s\0' "$boot" "${layers%%	*}"; LC_ALL=C sort -z -- "$staged/upper-listing"; LC_ALL=C sort -z -- "$staged/upper-dirs"; } | sha256sum)
 	memo=$cache/layers/${digest%% *}
 	read -r key 2>/dev/null <"$memo"
 	case $key in *[!0-9a-f]*) key= ;; esac

@@ -520,6 +520,30 @@ def test_an_images_key_is_listed_once_for_the_engines_layers(tmp_path: Path, nam
 
 @needs_root
 @pytest.mark.parametrize("name", SCRIPTS)
+def test_a_key_remembered_on_one_login_host_is_not_used_on_another(
+    tmp_path: Path, name: str
+) -> None:
+    """Two login hosts share the scratch, and their engines' layer paths may be alike
+    (containerd numbers its snapshots): what one remembered another lists again."""
+    site = Site(tmp_path, name)
+    layer, _ = on_engine_overlay(site, tmp_path, layer="containerd/snapshots/12/fs")
+    assert site.stage_in("a") == 0, site.slurm.errors
+    first = site.slurm.bundle
+    (layer / "etc" / "os").write_text("another host's image\n")
+    other_host = tmp_path / "boot_id"
+    other_host.write_text("0e5a6a4e-5d0c-4a51-9c3a-000000000001\n")
+    assert site.slurm.overlay is not None
+    site.slurm.overlay += f" && mount --bind {other_host} /proc/sys/kernel/random/boot_id"
+    assert site.stage_in("b") == 0, site.slurm.errors
+    other = cache_entry(Path(site.slurm.bundle))
+    assert (other / "rootfs" / "etc" / "os").read_text() == "another host's image\n"
+    assert len(list((site.cache / "layers").iterdir())) == 2
+    for container, bundle in (("a", first), ("b", site.slurm.bundle)):
+        assert site.stage_out(container, bundle) == 0, site.slurm.errors
+
+
+@needs_root
+@pytest.mark.parametrize("name", SCRIPTS)
 def test_a_lower_layer_outside_an_engines_storage_is_listed_each_time(
     tmp_path: Path, name: str
 ) -> None:
