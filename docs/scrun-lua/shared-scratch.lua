@@ -609,7 +609,8 @@ stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C 
 local modes_command = "find upper rootfs -maxdepth 1 ! -path upper -printf '%m %U %G %p\\n' | LC_ALL=C sort"
 
 -- A shell command (for cache_in_command's shell: $rootfs, $cache, $staged) that sets $key,
--- the cache key of the image under $rootfs: the digest of its listing (names, types,
+-- the cache key of the image under $rootfs, and $remember, where cache_in_command remembers
+-- it once its entry is in place (nothing when it was remembered): the digest of its listing (names, types,
 -- sizes, modes, owners, link targets, and the modification times of files that hold
 -- something; /etc/passwd and /etc/group left out, see cache_in_command). Listing an image
 -- walks all of it (~90 ms for 30,000 files, each container). Where the engine mounted the
@@ -633,7 +634,7 @@ $5 == ENVIRON["P"] { found = ""; for (i = 7; i < NF && $i != "-"; i++) ; if ($(i
 END { n = split(found, o, ","); for (j = 1; j <= n; j++) if (o[j] ~ /^(lowerdir|lowerdir\+|datadir\+)=/) l = l o[j] ","; else if (o[j] ~ /^upperdir=/) u = substr(o[j], 10)
 	m = split(l, p, /[=:,]/); for (j = 1; j <= m; j++) if (p[j] ~ /\// && p[j] !~ /\/overlay2?\/(l\/[^\/]+|[^\/]+\/diff)$|\/snapshots\/[0-9]+\/fs$/) l = ""
 	if (l != "" && u != "") print l "\t" u }' /proc/self/mountinfo 2>/dev/null)
-memo= key=
+memo= key= remember=
 upper=${layers#*	}
 if [ -n "$layers" ] && [ -d "$upper" ] && read -r boot </proc/sys/kernel/random/boot_id && listing "$upper" >"$staged/upper-listing" && (cd "$upper" && find . -type d -exec sh -c 'for d; do n=$(find "$0/$d" -mindepth 1 -maxdepth 1 -printf x) || exit 1; printf "%s %s\0" "$d" "${#n}"; done' "$rootfs" {} +) >"$staged/upper-dirs"; then
 	digest=$({ printf '%s\0' "$boot" "${layers%%	*}"; LC_ALL=C sort -z -- "$staged/upper-listing"; LC_ALL=C sort -z -- "$staged/upper-dirs"; } | sha256sum)
@@ -646,7 +647,7 @@ rm -f -- "$staged/upper-listing" "$staged/upper-dirs"
 if [ -z "$key" ]; then
 	listing "$rootfs" >"$staged/listing" || exit 1
 	key=$(LC_ALL=C sort -z -- "$staged/listing" | sha256sum | cut -d' ' -f1) && rm -f -- "$staged/listing" || exit 1
-	[ -z "$memo" ] || { mkdir -p -- "$cache/layers" && printf '%s\n' "$key" >"$memo.$$" && mv -f -- "$memo.$$" "$memo"; } || rm -f -- "$memo.$$"
+	remember=$memo
 fi
 ]]
 
@@ -706,6 +707,7 @@ if [ ! -d "$entry" ]; then
 fi
 : >"$entry/users/$id" && touch -- "$entry/used" || exit 1
 exec 9>&-
+[ -z "$remember" ] || { mkdir -p -- "$cache/layers" && printf '%s\n' "$key" >"$remember.$$" && mv -f -- "$remember.$$" "$remember"; } || rm -f -- "$remember.$$"
 if [ -n "$imported" ]; then
 	staging=${staged%/*}
 ]] .. evict_command .. [[

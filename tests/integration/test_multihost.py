@@ -849,7 +849,7 @@ def test_a_container_waiting_for_anothers_import_says_so(
     on_n1 = ["-e", "SCRUN_JOB_NODELIST=n1"]
     assert notices(podman("run", "--rm", *on_n1, IMAGE, "true")) != []  # the import
     scratch, node_local = private_staging
-    [key] = [p.name for p in (scratch / str(uid) / "scrun-cache").iterdir() if p.is_dir()]
+    [key] = [p.parent.name for p in (scratch / str(uid) / "scrun-cache").glob("*/stamp")]
     if script == "node-local":
         node = node_roots(cluster.env)["n1"]
         lock = node / node_local.lstrip("/") / f"scrun-{uid}" / "cache" / f"{key}.lock"

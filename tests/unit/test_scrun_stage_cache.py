@@ -133,6 +133,20 @@ def test_prune_removes_what_no_container_uses(
     assert sorted(p.name for p in root.iterdir() if p.is_dir()) == [KEYS[1], f"{KEYS[3]}.tmp"]
 
 
+def test_prune_forgets_the_layers_of_the_images_it_removed(scratch: Path) -> None:
+    """The keys the scripts remember for an engine's image layers (`layers/<digest>`) go
+    with their entries; those of entries kept stay."""
+    root = scratch / str(UID) / "scrun-cache"
+    (root / "layers").mkdir()
+    for digest, key in (("1" * 64, KEYS[0]), ("2" * 64, KEYS[1]), ("3" * 64, "not a key")):
+        (root / "layers" / digest).write_text(f"{key}\n")
+    assert stage("cache", "prune", "--scratch", str(scratch)) == 0
+    assert [p.name for p in (root / "layers").iterdir()] == ["2" * 64]  # b's: in use
+    (root / KEYS[1] / "users" / "c1").unlink()
+    assert stage("cache", "prune", "--scratch", str(scratch)) == 0
+    assert not (root / "layers").exists()
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="root prunes another user's cache")
 def test_roots_prune_leaves_the_users_lock_the_users(
     scratch: Path, capsys: pytest.CaptureFixture[str]

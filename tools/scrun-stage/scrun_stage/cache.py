@@ -7,7 +7,7 @@ import), `users/<id>` (a mark for each container that runs on it) and `used` (to
 each use); `<key>.lock` is the lock each import and removal holds (flock); `<key>.tmp` is an
 import under way or killed half way, `changed-<key>-<pid>` an entry set aside because it
 changed after its import; `layers/<digest>` holds the key of an engine's image layers (not
-an entry: left alone here; the scripts remove one whose entry is gone, after an import).
+an entry: prune removes those whose entry is gone, as the scripts do after an import).
 The scratch is the site's: `local scratch = "..."` in the scrun.lua beside slurm.conf
 (found as `scrun-stage in` finds the script), or `--scratch`.
 Its command lines (du, and find | sort | sha256sum for a stamp) are composed with plumbum
@@ -17,6 +17,7 @@ copies node-local.lua keeps on the nodes too, each read by a step there (scrun_s
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pwd
@@ -182,6 +183,24 @@ def prune(
             removed.append(entry)
             total -= entry.size_kib
     return removed, in_use
+
+
+def forget_gone(cache: Path) -> None:
+    """Remove the keys remembered for engines' image layers (`layers/<digest>`) whose entry
+    is gone, and `layers` itself once empty: a later container of those layers lists its
+    image again."""
+    layers = cache / "layers"
+    if layers.is_symlink() or not layers.is_dir():
+        return
+    for memo in layers.iterdir():
+        try:
+            key = memo.read_text().strip()
+        except OSError:
+            continue
+        if not (re.fullmatch(KEY, key) and (cache / key).is_dir()):
+            memo.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # (not empty: some are kept)
+        layers.rmdir()
 
 
 def _open_lock(entry: Entry) -> int:

@@ -20,6 +20,7 @@ from scrun_stage.cache import (
     cache_dir,
     changed,
     entries,
+    forget_gone,
     prune,
     setting_of,
     user_id,
@@ -130,6 +131,8 @@ def run(args: argparse.Namespace, script: str) -> tuple[str, int]:
         return verify(found, unread), 0
     limit = None if args.to_size is None else args.to_size * 1024
     removed, in_use = prune(places[0].entries or [], limit)
+    if places[0].entries is not None:
+        forget_gone(cache)
     chosen = []
     for place in places[1:]:
         kept = prune(place.entries or [], limit, remove=lambda entry: True)
