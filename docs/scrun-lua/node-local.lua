@@ -641,21 +641,22 @@ stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C 
 local modes_command = "find upper rootfs -maxdepth 1 ! -path upper -printf '%m %U %G %p\\n' | LC_ALL=C sort"
 
 -- A shell command (for cache_in_command's shell: $rootfs, $cache, $staged) that sets $key,
--- the cache key of the image under $rootfs, and $remember, where cache_in_command remembers
--- it once its entry is in place (nothing when it was remembered): the digest of its listing (names, types,
--- sizes, modes, owners, link targets, and the modification times of files that hold
--- something; /etc/passwd and /etc/group left out, see cache_in_command). Listing an image
--- walks all of it (~90 ms for 30,000 files, each container). Where the engine mounted the
--- root as an overlay (podman's and docker's overlay drivers) the key is remembered, in
--- `$cache/layers/<digest>`, for the mount's image layers (its lowerdir options, on this
--- host since its boot: another login host's paths may name other layers) with the
--- container's own writable layer as it is (its listing, and the merged root's number of
--- entries in each of its directories: an opaque one hides its lower entries): a later
--- container of the same layers and an alike writable layer takes the key from there,
--- listing only its writable layer. An engine's layers do not change once made; its
--- writable layer is the container's own. Only layers in an engine's storage count (podman's
--- and docker's overlay/l/<link> or overlay/<id>/diff, containerd's snapshots/<n>/fs): a
--- directory of the user's as a lower layer (`podman run --rootfs DIR:O`) may change.
+-- the cache key of the image under $rootfs, and $remember, the file cache_in_command
+-- remembers it in once its entry is in place (empty when it was remembered already). The
+-- key is the digest of the image's listing (names, types, sizes, modes, owners, link
+-- targets, and the modification times of files that hold something; /etc/passwd and
+-- /etc/group left out, see cache_in_command). Listing an image walks all of it (~90 ms for
+-- 30,000 files, each container). Where the engine mounted the root as an overlay (podman's
+-- and docker's overlay drivers) the key is remembered, in `$cache/layers/<digest>`, for the
+-- mount's image layers (its lowerdir options, on this host since its boot: another login
+-- host's paths may name other layers) with the container's own writable layer as it is
+-- (its listing, and the merged root's number of entries in each of its directories: an
+-- opaque one hides its lower entries): a later container of the same layers and an alike
+-- writable layer takes the key from there, listing only its writable layer. An engine's
+-- layers do not change once made; its writable layer is the container's own. Only layers
+-- in an engine's storage count (podman's and docker's overlay/l/<link> or
+-- overlay/<id>/diff, containerd's snapshots/<n>/fs): a directory of the user's as a lower
+-- layer (`podman run --rootfs DIR:O`) may change.
 local key_command = [[
 listing() { (cd "$1" && find . -mindepth 1 \( -path ./etc/passwd -o -path ./etc/group \) -o \( -type d -printf '%P\td %m %U %G\0' -o -type l -printf '%P\tl %U %G %l\0' -o -size 0 -printf '%P\t%y 0 %m %U %G\0' -o -printf '%P\t%y %s %T@ %m %U %G\0' \)); }
 # the lowerdir options and the upperdir of the overlay mounted at $rootfs (mountinfo's
