@@ -641,8 +641,9 @@ stamp() { (cd "$1" && find . -printf '%P\t%C@ %s\0') >"$1.stamping" && LC_ALL=C 
 local modes_command = "find upper rootfs -maxdepth 1 ! -path upper -printf '%m %U %G %p\\n' | LC_ALL=C sort"
 
 -- A shell command (for cache_in_command's shell: $rootfs, $cache, $staged) that sets $key,
--- the cache key of the image under $rootfs, and $remember, the file cache_in_command
--- remembers it in once its entry is in place (empty when it was remembered already). The
+-- the cache key of the image under $rootfs, and the shell function `remember_key`, which
+-- cache_in_command runs once the key's entry is in place (it remembers the key, unless it
+-- was remembered already). The
 -- key is the digest of the image's listing (names, types, sizes, modes, owners, link
 -- targets, and the modification times of files that hold something; /etc/passwd and
 -- /etc/group left out, see cache_in_command). Listing an image walks all of it (~90 ms for
@@ -682,6 +683,7 @@ if [ -z "$key" ]; then
 	key=$(LC_ALL=C sort -z -- "$staged/listing" | sha256sum | cut -d' ' -f1) && rm -f -- "$staged/listing" || exit 1
 	remember=$memo
 fi
+remember_key() { [ -z "$remember" ] || { mkdir -p -- "$cache/layers" && printf '%s\n' "$key" >"$remember.$$" && mv -f -- "$remember.$$" "$remember"; } || rm -f -- "$remember.$$"; }
 ]]
 
 -- A shell command (run in a subshell of stage_command's, with its $keep) that stages
@@ -739,7 +741,7 @@ if [ ! -d "$entry" ]; then
 fi
 : >"$entry/users/$id" && touch -- "$entry/used" || exit 1
 exec 9>&-
-[ -z "$remember" ] || { mkdir -p -- "$cache/layers" && printf '%s\n' "$key" >"$remember.$$" && mv -f -- "$remember.$$" "$remember"; } || rm -f -- "$remember.$$"
+remember_key
 if [ -n "$imported" ]; then
 	staging=${staged%/*}
 ]] .. evict_command .. [[
