@@ -25,7 +25,8 @@ oci.conf's RunTimeRun runs scrun-cdi-run, the derived one runs under it too (`<i
 <runtime> exec %o <name>`): a command crun cannot start then exits 127 or 126, as through
 crun, not with crun's own 1 or 255 (scrun_cdi.wrapper). A site's `exec_command` is used as
 it is: `scrun-cdi-run -- ` before its runtime does the same. The wait above runs the
-runtime's `state` without the wrapper.
+runtime's `state` without the wrapper, and so does the anchor's SIGKILL (kill_template:
+`<runtime> kill <name> KILL`, run on the node by scrun_anchor.step_signals).
 
 A process with a terminal gets one of the container's own /dev/pts (so that `tty` names
 it): %o then also holds `--tty --console-socket "$SCRUN_CONSOLE_SOCKET"`, and the command
@@ -262,39 +263,24 @@ def node_command(template: str, process: ExecProcess, values: Mapping[str, str])
     but `o` (node, user, ids, working directory). With a terminal, the command runs under
     CONSOLE_RELAY where the node has python3."""
 
-    def expanded(text: str, console: str = "") -> str:
-        def expand(match: re.Match[str]) -> str:
-            letter = match.group(1)
-            if letter == "%":
-                return "%"
-            if letter == "o":
-                options = (
-                    PROCESS_OPTION
-                    if process.document is not None
-                    else shlex.join(process.runtime_options())
-                )
-                return " ".join(filter(None, [options, console]))
-            if letter in _NODE_ONLY_PATTERNS and letter not in values:
-                raise ScrunError(
-                    f"exec_command: %{letter} is {_NODE_ONLY_PATTERNS[letter]}, which only "
-                    f"slurmstepd knows: not usable for exec ({template!r})"
-                )
-            if letter not in values:
-                raise ScrunError(f"exec_command: unknown pattern %{letter} in {template!r}")
-            return shlex.quote(values[letter])
-
-        return _PATTERN.sub(expand, text)
-
     def runtime_call(terminal: bool) -> tuple[str, str]:
         """The runtime's command, with the process given whole (its `terminal` as the
         runtime gets one) or by its args; and the here-document's lines that must follow
         the line it ends ("" for args)."""
         console = CONSOLE_OPTIONS if terminal else ""
+        options = (
+            PROCESS_OPTION
+            if process.document is not None
+            else shlex.join(process.runtime_options())
+        )
+        call = expand_patterns(
+            template, values, template, " ".join(filter(None, [options, console]))
+        )
         if process.document is None:
-            return f"{expanded(template, console)} {shlex.join(process.args)}", ""
+            return f"{call} {shlex.join(process.args)}", ""
         document = json.dumps({**process.document, "terminal": terminal}, ensure_ascii=True)
         end = "SCRUN_PROCESS"  # one line of JSON is never this one
-        return f"{expanded(template, console)} 3<<'{end}'", f"\n{document}\n{end}\n"
+        return f"{call} 3<<'{end}'", f"\n{document}\n{end}\n"
 
     command, here_document = runtime_call(False)
     if process.terminal:
@@ -304,18 +290,58 @@ def node_command(template: str, process: ExecProcess, values: Mapping[str, str])
             f"{shlex.quote(CONSOLE_RELAY)} /bin/sh -c {shlex.quote(relayed)}; "
             f"else {command}; fi"
         )
-    call = _EXEC_CALL.match(template)
-    if call is None:
+    container = _runtime_and_name(template)
+    if container is None:
         return command + here_document
-    runtime = call.group("runtime")
-    wrapped = _WRAPPED.match(runtime)
-    if wrapped:  # the runtime's own state: the wrapper runs only run and exec
-        runtime = wrapped.group("runtime")
-    state = expanded(f"{runtime} state {call.group('name')}")
+    state = expand_patterns(f"{container[0]} state {container[1]}", values, template)
     return (
         f"i=0; until {state} >/dev/null 2>&1 || [ $i -ge {READY_TENTHS} ]; "
         f"do i=$((i+1)); sleep 0.1; done; {command}{here_document}"
     )
+
+
+def kill_template(template: str) -> str | None:
+    """The node's command that sends SIGKILL to the container's process, its patterns not
+    yet expanded (expand_patterns), for a template of the form `<runtime> exec %o <name>`:
+    `<runtime> kill <name> KILL` (runc's and crun's; the runtime's own under
+    scrun-cdi-run). None for another form."""
+    container = _runtime_and_name(template)
+    return None if container is None else f"{container[0]} kill {container[1]} KILL"
+
+
+def _runtime_and_name(template: str) -> tuple[str, str] | None:
+    """The runtime's command line (without scrun-cdi-run, which runs only run and exec)
+    and the container's name pattern, for a template of the form `<runtime> exec %o
+    <name>`; None for another form."""
+    call = _EXEC_CALL.match(template)
+    if call is None:
+        return None
+    runtime = call.group("runtime")
+    wrapped = _WRAPPED.match(runtime)
+    return (wrapped.group("runtime") if wrapped else runtime), call.group("name")
+
+
+def expand_patterns(text: str, values: Mapping[str, str], template: str, options: str = "") -> str:
+    """`text` (the site's `template`, or a command made from it) with its patterns
+    replaced: %o by `options`, the others by `values`, shell-quoted. ScrunError for a
+    pattern only slurmstepd knows, or one unknown."""
+
+    def expand(match: re.Match[str]) -> str:
+        letter = match.group(1)
+        if letter == "%":
+            return "%"
+        if letter == "o":
+            return options
+        if letter in _NODE_ONLY_PATTERNS and letter not in values:
+            raise ScrunError(
+                f"exec_command: %{letter} is {_NODE_ONLY_PATTERNS[letter]}, which only "
+                f"slurmstepd knows: not usable for exec ({template!r})"
+            )
+        if letter not in values:
+            raise ScrunError(f"exec_command: unknown pattern %{letter} in {template!r}")
+        return shlex.quote(values[letter])
+
+    return _PATTERN.sub(expand, text)
 
 
 def default_template(slurm_conf: str) -> str:

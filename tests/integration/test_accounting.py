@@ -140,10 +140,11 @@ def test_sacct_shows_a_stopped_containers_step_cancelled(
     cluster: Cluster, podman: Podman, no_leftovers: Callable[..., None]
 ) -> None:
     """`podman stop` ends the container's step (SIGTERM, then SIGKILL for a pid 1 that
-    ignores it): Slurm records the step CANCELLED, the job with the signal, and the
-    container's output is its own, as through crun (no slurmstepd banner). The stop waits
-    until that pid 1 runs: a SIGTERM that reaches the step while the node's runtime still
-    starts ends the runtime itself (0:15)."""
+    ignores it, which the node's runtime sends: step_signals.kill_on_node): Slurm records
+    the step and the job ended by the signal, and the container's output is its own, as
+    through crun (no slurmstepd banner). The stop waits until that pid 1 runs: a SIGTERM
+    that reaches the step while the node's runtime still starts ends the runtime itself
+    (0:15)."""
     started = podman.scrun("run", "-d", IMAGE, "sh", "-c", "echo up; exec sleep 300")
     assert started.returncode == 0, started.stderr
     cid = started.stdout.strip()
@@ -152,7 +153,7 @@ def test_sacct_shows_a_stopped_containers_step_cancelled(
         wait_for("the container's pid 1", lambda: "up" in podman.scrun("logs", cid).stdout)
         assert podman.scrun("stop", "-t", "1", cid, timeout=60).returncode == 0
         records = final_record(cluster, job_id)
-        assert records[f"{job_id}.0"][0] == "CANCELLED", records
+        assert records[f"{job_id}.0"][0] == "FAILED", records  # not CANCELLED by Slurm
         assert records[job_id] == ("FAILED", "0:9"), records
         assert said_why(podman, cid) == []
     finally:

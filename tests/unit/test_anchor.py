@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_steps import FakeSteps
@@ -1020,7 +1021,7 @@ def test_a_step_that_outlives_a_sigkill_has_its_job_cancelled(
     the step and srun waits for it, until the job's time limit): SIGKILL_PATIENCE seconds
     later the anchor says so, cancels the job and kills srun, and the container ends with
     137, as the SIGKILL would have ended it (not with what srun says of a lost step)."""
-    monkeypatch.setattr(container_module, "SIGKILL_PATIENCE", 0.2)
+    monkeypatch.setattr(step_signals, "SIGKILL_PATIENCE", 0.2)
     (site.bin / "srun").write_text("#!/bin/sh\ntrap '' TERM\nexec sleep 30\n")
     steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"})
     replies: list[dict[str, object]] = []
@@ -1054,7 +1055,7 @@ def test_a_sigkill_after_someone_elses_scancel_ends_the_container_in_time(
     podman waits 5). The SIGKILL is final all the same: the container ends with 137 after
     SIGKILL_PATIENCE + LOST_STEP_WAIT, and stage-out, which must not copy files a task may
     still write, is left to the `scrun delete` the engine runs next, the user told."""
-    monkeypatch.setattr(container_module, "SIGKILL_PATIENCE", 0.2)
+    monkeypatch.setattr(step_signals, "SIGKILL_PATIENCE", 0.2)
     monkeypatch.setattr(container_module, "LOST_STEP_WAIT", 0.3)
     (site.bin / "srun").write_text("#!/bin/sh\ntrap '' TERM\nexec sleep 30\n")
     steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"}, lingers=10**6)
@@ -1092,7 +1093,7 @@ def test_a_signal_a_suspended_job_keeps_is_no_error_and_a_sigkill_still_ends_it(
     on the container's stderr, so that `podman stop` goes on to its SIGKILL, which Slurm
     delivers to the step; and a SIGKILL Slurm cannot deliver at all (slurmctld gone)
     still ends the container SIGKILL_PATIENCE later."""
-    monkeypatch.setattr(container_module, "SIGKILL_PATIENCE", 0.2)
+    monkeypatch.setattr(step_signals, "SIGKILL_PATIENCE", 0.2)
     (site.bin / "srun").write_text("#!/bin/sh\ntrap '' TERM\nexec sleep 30\n")
     steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"})
     steps.suspended = True
@@ -1151,10 +1152,92 @@ def test_a_sigkill_the_step_obeys_cancels_no_job(
 ) -> None:
     """The usual SIGKILL: the step ends well within SIGKILL_PATIENCE, and nothing more is
     done (no scancel of the job; the container's code is srun's)."""
-    monkeypatch.setattr(container_module, "SIGKILL_PATIENCE", 5.0)
+    monkeypatch.setattr(step_signals, "SIGKILL_PATIENCE", 5.0)
     srun = "#!/bin/sh\nsleep 1; exit 3\n"
     code, steps = serve_a_signalled_step(fp, site, spool, created, srun, 9)
     assert code == 3
     assert f"scancel --signal=9 {JOB}.0" in steps.events
     assert f"scancel {JOB}" not in steps.events
     assert not [line for line in capfd.readouterr().err.splitlines() if "after SIGKILL" in line]
+
+
+# the node's runtime, as a site's exec_command names it (under scrun-cdi-run, as the
+# harness's): the anchor's SIGKILL runs `crun --root=/r kill NAME KILL` on the node
+NODE_EXEC = "/opt/scrun-cdi-run -- crun --root=/r exec %o %n.%u.%j.%s.%t"
+
+
+def node_kill_step(site: Site, fp, code: int, killed: Path | None = None) -> list[list[str]]:
+    """Answer the step that runs the node's kill (srun ... --job-name scrun-exec ...) with
+    `code`, touching `killed` (what ends the fake container step); the argvs it ran."""
+    ran: list[list[str]] = []
+
+    def kill(process: Any) -> None:
+        ran.append(list(process.args))
+        if killed is not None:
+            killed.touch()
+        process.returncode = code
+
+    fp.register(
+        [site.tool("srun"), "--jobid", str(JOB), "--job-name", "scrun-exec", fp.any()],
+        callback=kill,
+    )
+    return ran
+
+
+def test_a_sigkill_goes_to_the_nodes_runtime_and_slurm_sends_none(
+    fp, site, spool, created, restore_signals, monkeypatch
+) -> None:
+    """`kill` SIGKILL of a running container of one node: its process is killed by the
+    node's runtime in a step beside it, whose end then ends the step (Slurm's own SIGKILL
+    of a step would make it last a second longer, step_signals). Slurm sends no signal;
+    the container ends with 137."""
+    monkeypatch.setattr(step_signals, "SIGKILL_PATIENCE", 5.0)
+    site.config.exec_command = NODE_EXEC
+    killed = site.bin / "killed"
+    (site.bin / "srun").write_text(
+        f"#!/bin/sh\nwhile [ ! -e {killed} ]; do sleep 0.02; done; exit 137\n"
+    )
+    steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"})
+    steps.ends_by_itself(0, listings=1)
+    ran = node_kill_step(site, fp, 0, killed)
+    created.state.owner = "alice"  # %u: the user's name (create sets it)
+
+    def start_then_kill() -> None:
+        protocol.request(spool.socket, {"op": "start"})
+        protocol.request(spool.socket, {"op": "kill", "signal": 9})
+
+    once_serving(start_then_kill)
+    assert created.serve() == 128 + signal.SIGKILL
+    assert ran == [
+        [site.tool("srun"), "--jobid", str(JOB), "--job-name", "scrun-exec", "--quiet",
+         "--quiet", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=n1", "--chdir=/",
+         "--", "/bin/sh", "-c", f"crun --root=/r kill n1.alice.{JOB}.0.0 KILL"]
+    ]  # fmt: skip
+    assert not [event for event in steps.events if event.startswith("scancel --signal")]
+
+
+@pytest.mark.parametrize("kill_code", [1, 0], ids=["the node's kill fails", "it is not enough"])
+def test_a_sigkill_the_nodes_runtime_cannot_deliver_goes_through_slurm(
+    fp, site, spool, created, restore_signals, monkeypatch, kill_code
+) -> None:
+    """The node's kill fails (the runtime has not created the container yet), or the step
+    outlives it NODE_KILL_PATIENCE seconds (more processes than it reached): Slurm's
+    SIGKILL then goes to the step, as it does without a node command."""
+    monkeypatch.setattr(step_signals, "SIGKILL_PATIENCE", 5.0)
+    monkeypatch.setattr(step_signals, "NODE_KILL_PATIENCE", 0.2)
+    site.config.exec_command = NODE_EXEC
+    (site.bin / "srun").write_text("#!/bin/sh\nsleep 1; exit 3\n")
+    steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"})
+    steps.ends_by_itself(0, listings=2)  # the node's kill and Slurm's signal find it
+    ran = node_kill_step(site, fp, kill_code)
+
+    def start_then_kill() -> None:
+        protocol.request(spool.socket, {"op": "start"})
+        protocol.request(spool.socket, {"op": "kill", "signal": 9})
+
+    once_serving(start_then_kill)
+    assert created.serve() == 3  # srun's: the fake step's tasks did not die of it
+    assert len(ran) == 1
+    assert steps.events[:2] == [f"squeue: {JOB}.0 scrun", f"squeue: {JOB}.0 scrun"]
+    assert f"scancel --signal=9 {JOB}.0" in steps.events
+    assert f"scancel {JOB}" not in steps.events

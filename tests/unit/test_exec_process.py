@@ -152,6 +152,26 @@ def test_the_node_waits_for_the_container_before_entering_it():
     assert run == "crun --root=/r exec  n1.alice.42.0.0 true"
 
 
+@pytest.mark.parametrize(
+    ("template", "kill"),
+    [
+        (f"crun --root=/r exec %o {NAME}", f"crun --root=/r kill {NAME} KILL"),
+        (  # the wrapper runs only run and exec: the kill is the runtime's own
+            f"/opt/bin/scrun-cdi-run -- crun --root=/run/user/$(id -u)/crun exec %o {NAME}",
+            f"crun --root=/run/user/$(id -u)/crun kill {NAME} KILL",
+        ),
+        ("runc exec %o x --extra", None),  # another form: no kill of it
+        (f"podman-hpc exec {NAME}", None),
+    ],
+)
+def test_the_anchors_sigkill_is_the_exec_templates_runtime_kill(template, kill):
+    """step_signals.kill_on_node runs it on the node, expanded as exec's are."""
+    assert exec_process.kill_template(template) == kill
+    if kill is not None:
+        expanded = exec_process.expand_patterns(kill, {**VALUES, "u": "a b"}, template)
+        assert expanded.endswith(" kill n1.'a b'.42.0.0 KILL")
+
+
 def test_exec_step_runs_one_task_beside_the_container():
     argv = exec_argv("/usr/bin/srun", 42, "n1", "crun exec x true", pty=True)
     assert argv[:3] == ["/usr/bin/srun", "--jobid", "42"]

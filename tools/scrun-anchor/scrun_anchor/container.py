@@ -7,8 +7,8 @@ Container.serve(): fetch the job environment (while podman prepares `start`); an
            in the queue, read its reason now and then and say it on the container's
            stderr; tell the Life (scrun_anchor.life, the container's one state machine)
            of the step's end, a SIGTERM/SIGINT (what `scrun delete` sends), a failed
-           preparation or launch, or a step still running SIGKILL_PATIENCE seconds
-           after a `kill` SIGKILL (Slurm could not deliver it: its job is cancelled);
+           preparation or launch, or a step that outlived a `kill` SIGKILL
+           (step_signals.StepKill: Slurm could not deliver it; its job is cancelled);
            then stop().
 Container.stop(): (stopping) end the step (scancel, then SIGTERM → SIGKILL to a stuck
            srun; then its steps cancelled in Slurm until none is listed: its tasks have
@@ -48,12 +48,10 @@ from scrun_anchor.queue import QueueWatch
 # Slurm lists it until slurmstepd reports it complete, a moment later; cancelled then, its
 # accounting record would say CANCELLED (and hide an OUT_OF_MEMORY).
 STEP_END_PATIENCE = 2.0
-# Seconds a step may outlive the engine's SIGKILL before its job is cancelled: Slurm
-# delivers a signal to a step in well under a second, and podman waits 5 s for a killed
-# container's end. Its tasks are then waited for LOST_STEP_WAIT seconds at most: a job
-# someone else cancelled keeps them until KillWait (30 s by default) ends them; stage-out
-# is left to `scrun delete`, which the engine runs next.
-SIGKILL_PATIENCE = 2.0
+# Seconds the tasks of a step that outlived the engine's SIGKILL (step_signals.StepKill)
+# are waited for once its job is cancelled: a job someone else cancelled keeps them until
+# KillWait (30 s by default) ends them; stage-out is left to `scrun delete`, which the
+# engine runs next.
 LOST_STEP_WAIT = 1.0
 # Seconds between two questions to a slurmctld that did not answer at a container's end:
 # 2, 4, 8, then this (each up to half again, by pid: containers that ended in an outage do
@@ -102,9 +100,9 @@ class Container:
         # run while state.json is being written)
         self.stop_signal: str | None = None
         self.exit_code = 0
-        # time.monotonic() when the engine's SIGKILL went to the running step; and whether
-        # the step outlived it (its job was ended then, `_end_lost_step`)
-        self.killed_at: float | None = None
+        # the engine's SIGKILL to the running step, until it ends; and whether the step
+        # outlived it (its job was ended then, `_end_lost_step`)
+        self.sigkill = step_signals.StepKill(self.slurm, self.state, self.site, self.stderr)
         self.step_lost = False
         self.signalled = False  # by the engine, once it ran: its end is no failed launch
 
@@ -148,7 +146,7 @@ class Container:
             self.life.stop(self.stop_signal)
         if not self.life.ending and self.step is not None and self.step.poll() is not None:
             self.life.transition(Event.STEP_ENDED)
-        elif not self.life.ending and self._outlived_sigkill():
+        elif not self.life.ending and self.sigkill.escalate():
             self._end_lost_step()
         return not self.life.ending
 
@@ -157,7 +155,7 @@ class Container:
         wakes it anyway); a queued job until its next reading; else until something
         happens."""
         if self.step is not None:
-            return 1.0
+            return self.sigkill.seconds_to_next(1.0)
         if self.life.phase == Phase.QUEUED:
             return self.queue.seconds_to_next()
         return None
@@ -308,20 +306,7 @@ class Container:
             if signum != signal.SIGKILL:
                 self._signal_step(signum)
                 return
-            # A SIGKILL Slurm refuses (slurmctld gone) is final too: the step outlives it,
-            # and SIGKILL_PATIENCE later its job is cancelled.
-            try:
-                self._signal_step(signum)
-            except SlurmError as exc:
-                log.error(exc.message)
-            if self.killed_at is None:
-                self.killed_at = time.monotonic()
-
-    def _outlived_sigkill(self) -> bool:
-        """Whether the step still runs SIGKILL_PATIENCE seconds after the engine's SIGKILL."""
-        return self.killed_at is not None and (
-            time.monotonic() - self.killed_at >= SIGKILL_PATIENCE
-        )
+            self.sigkill.send()
 
     def _end_lost_step(self) -> None:
         """The step outlived the engine's SIGKILL: Slurm could not deliver it (the step's
@@ -333,7 +318,8 @@ class Container:
         state = self.state
         ends = "killing its srun" if state.existing_job else f"cancelling job {self._job_id()}"
         message = (
-            f"container {state.id}'s step still runs {SIGKILL_PATIENCE:g} s after SIGKILL: {ends}"
+            f"container {state.id}'s step still runs {step_signals.SIGKILL_PATIENCE:g} s after "
+            f"SIGKILL: {ends}"
         )
         log.error(message)
         self.stderr.say(f"scrun: error: {message}")

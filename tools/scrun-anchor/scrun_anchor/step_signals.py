@@ -13,6 +13,15 @@ signal PID 1 does not handle (SIGKILL and SIGSTOP aside), so `podman run -d` fol
 once by `podman stop` waited the whole stop timeout and ended the container with SIGKILL
 instead of its handler's exit. Through crun `start` returns once the process runs. SIGKILL
 never waits: it ends the container whatever it handles.
+
+A SIGKILL goes to the node's runtime first where it can (kill_on_node): `<runtime> kill
+<name> KILL` in one step beside the container's, on its node. Slurm's own SIGKILL of a step
+reaches every process of it at once; when the task (scrun-cdi-run, or the runtime) ends
+before the container's processes, slurmstepd finds its step's processes still there, sleeps
+a second and looks again, and srun ends ~1.0 s after the kill (a third of the tries or more;
+else in ~0.03 s). Killed by its runtime, the container's process ends first, the runtime
+and the task after it, and srun ends ~0.05 s after that step. The container's end, its
+stage-out and exit code are as before (137); Slurm records the step FAILED, not CANCELLED.
 """
 
 from __future__ import annotations
@@ -20,8 +29,12 @@ from __future__ import annotations
 import signal
 import time
 
+from scrunlib import log
+from scrunlib.errors import ScrunError, SlurmError
+
 TYPE_CHECKING = False  # typing is off the anchor's path (lint_tree/hotpath.py)
 if TYPE_CHECKING:
+    from scrunlib.siteconfig import SiteConfig
     from scrunlib.slurm import Slurm
     from scrunlib.state import ContainerState
 
@@ -30,6 +43,18 @@ if TYPE_CHECKING:
 # Seconds after its srun starts before a step is signalled: several times what the
 # container's process takes to start, so that a loaded node is covered too.
 SETTLE_SECONDS = 1.0
+# Seconds a step may outlive its container's process, killed by the node's runtime, before
+# Slurm's SIGKILL goes to all of it: srun ends ~0.05 s after the kill; a task of more
+# processes than the runtime's kill reached (more tasks, a container without a pid
+# namespace of its own) ends then, a second later.
+NODE_KILL_PATIENCE = 1.0
+# Seconds a step may outlive Slurm's SIGKILL before it is taken for lost (its job is then
+# cancelled): Slurm delivers a signal to a step in well under a second, and podman waits
+# 5 s for a killed container's end.
+SIGKILL_PATIENCE = 2.0
+# Seconds the step that runs the node's `<runtime> kill` may take (~0.05 s; slurmctld gone,
+# srun would retry for minutes): past them, or when it fails, Slurm's own SIGKILL is sent.
+NODE_KILL_TIMEOUT = 3.0
 
 
 def settle(signum: int, step_started: float) -> None:
@@ -57,3 +82,101 @@ def signal_step(slurm: Slurm, state: ContainerState, stderr: ContainerStderr, si
             )
     if not steps and not state.existing_job:
         slurm.cancel(job_id, signal=signum)
+
+
+class StepKill:
+    """The engine's SIGKILL to the running step, until the step ends (the container's loop
+    asks `escalate()` and sleeps at most `seconds_to_next()`): first through the node's
+    runtime (kill_on_node), where it can be sent; Slurm's SIGKILL to the step at once where
+    it cannot, or NODE_KILL_PATIENCE seconds after it, where the step outlived it. A
+    SIGKILL Slurm refuses (slurmctld gone) is final too: the step is lost (`escalate()`)
+    SIGKILL_PATIENCE seconds after Slurm's SIGKILL, and the container ends its job."""
+
+    def __init__(
+        self, slurm: Slurm, state: ContainerState, site: SiteConfig, stderr: ContainerStderr
+    ) -> None:
+        self.slurm, self.state, self.site, self.stderr = slurm, state, site, stderr
+        # time.monotonic() when the node's runtime killed the container's process, and
+        # when Slurm's SIGKILL went to the step
+        self.on_node_at: float | None = None
+        self.through_slurm_at: float | None = None
+
+    def send(self) -> None:
+        """The engine's SIGKILL: through the node's runtime the first time, where it can."""
+        if self.on_node_at is None and self.through_slurm_at is None:
+            try:
+                if kill_on_node(self.slurm, self.state, self.site):
+                    self.on_node_at = time.monotonic()
+                    return
+            except SlurmError as exc:
+                log.error(exc.message)
+        self._through_slurm()
+
+    def escalate(self) -> bool:
+        """Slurm's SIGKILL, once the step outlived the node's NODE_KILL_PATIENCE seconds;
+        whether the step is lost: it outlived Slurm's SIGKILL_PATIENCE seconds."""
+        now = time.monotonic()
+        if self.through_slurm_at is None:
+            if self.on_node_at is not None and now - self.on_node_at >= NODE_KILL_PATIENCE:
+                self._through_slurm()  # more processes than the runtime's kill reached
+            return False
+        return now - self.through_slurm_at >= SIGKILL_PATIENCE
+
+    def seconds_to_next(self, otherwise: float) -> float:
+        """How long the loop may sleep before `escalate()` has something to do: `otherwise`,
+        or less until Slurm's SIGKILL is due after the node's."""
+        if self.on_node_at is None or self.through_slurm_at is not None:
+            return otherwise
+        return min(otherwise, max(0.0, self.on_node_at + NODE_KILL_PATIENCE - time.monotonic()))
+
+    def _through_slurm(self) -> None:
+        try:
+            signal_step(self.slurm, self.state, self.stderr, signal.SIGKILL)
+        except SlurmError as exc:
+            log.error(exc.message)
+        if self.through_slurm_at is None:
+            self.through_slurm_at = time.monotonic()
+
+
+def kill_on_node(slurm: Slurm, state: ContainerState, site: SiteConfig) -> bool:
+    """Send SIGKILL to the container's process through the node's runtime (see the module's
+    docstring): True once `<runtime> kill` succeeded on its node. False, and nothing sent,
+    where it cannot: a node command of another form than `<runtime> exec %o <name>` (the
+    site's exec_command, or the one derived from oci.conf), a job of more than one node, a
+    step not listed (or more than one), or that kill failing (the runtime has not created
+    the container yet, say). SlurmError when Slurm cannot be asked for the step."""
+    # a rare branch: what it imports (re, shlex, json) is no other request's cost
+    from scrunlib import exec_process
+    from scrunlib.slurm_commands import NODE_CWD, exec_argv
+    from scrunlib.userns import real_ids
+
+    try:
+        template = site.exec_command or exec_process.default_template(slurm.slurm_conf)
+    except ScrunError:
+        return False
+    kill = exec_process.kill_template(template)
+    job_id, node = state.job_id, state.nodes or ""
+    if kill is None or job_id is None or not node or any(mark in node for mark in ",[ "):
+        return False
+    steps = slurm.step_ids(job_id, state.step_name)
+    if len(steps) != 1:
+        return False
+    values = {
+        "n": node,
+        "u": state.owner,
+        "U": str(real_ids()[0]),
+        "j": str(job_id),
+        "s": str(steps[0]),
+        "t": "0",
+        "Z": NODE_CWD,
+    }
+    try:
+        command = exec_process.expand_patterns(kill, values, template)
+    except ScrunError:
+        return False
+    argv = exec_argv(slurm.path("srun"), job_id, node, command, pty=False)
+    try:
+        code, _, _ = slurm.run(argv, timeout=NODE_KILL_TIMEOUT)
+    except SlurmError:
+        return False
+    return code == 0
