@@ -611,6 +611,7 @@ def test_explicit_config_and_its_errors(workdir: Path) -> None:
         (["--dry-run", "--bundle", ".", str(SEED)], "--bundle: cannot read ./config.json"),
         (["--timeout", "-1", "x.lua"], "argument --timeout: invalid seconds value: '-1'"),
         (["--timeout", "nan", "x.lua"], "argument --timeout: invalid seconds value: 'nan'"),
+        (["--str", "x.lua"], "unrecognized arguments: --str"),  # no abbreviation of --strict
     ],
 )
 def test_usage_errors_are_one_line(

@@ -74,6 +74,19 @@ def test_usage_error_is_one_line_exit_2(
     assert err.count("\n") == 1 and err.startswith("scrun-stage")
 
 
+@pytest.mark.parametrize(
+    "argv", [["both", "--bundle", "/b", "--time", "30"], ["cache", "list", "--scr", "/s"]]
+)
+def test_an_options_start_is_not_the_option(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """argparse would take `--time` for `--timeout`, in each subcommand too."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert "unrecognized arguments: " in capsys.readouterr().err
+
+
 def test_dry_stage_in_with_existing_job(
     capsys: pytest.CaptureFixture[str], bundle: Path, slurm_conf: Path
 ) -> None:

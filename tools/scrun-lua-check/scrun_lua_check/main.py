@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib import metadata
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from scrunlib import admin_output, siteconfig
 from scrunlib.errors import ScrunError, UsageError, internal_error
@@ -40,7 +40,11 @@ dry run's answers to commands). Codes: --list-codes."""
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse, but a bad command line is one line on stderr (exit 2), not usage + error."""
+    """argparse, but a bad command line is one line on stderr (exit 2), not usage + error,
+    and an option is only its whole name (`--str` is no `--strict`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import scrunlib
 from scrunlib import admin_output, jobenv, log, siteconfig, spool
@@ -60,7 +60,11 @@ exit status:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (and still exit status 2)."""
+    """argparse, but a usage error is one line (and still exit status 2), and an option is
+    only its whole name (`--time 0` is no `--timeout 0`), in each subcommand too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str) -> NoReturn:
         admin_output.error(self.prog, message)
