@@ -1241,3 +1241,26 @@ def test_a_sigkill_the_nodes_runtime_cannot_deliver_goes_through_slurm(
     assert steps.events[:2] == [f"squeue: {JOB}.0 scrun", f"squeue: {JOB}.0 scrun"]
     assert f"scancel --signal=9 {JOB}.0" in steps.events
     assert f"scancel {JOB}" not in steps.events
+
+
+def test_a_sigkill_while_slurmctld_is_gone_asks_it_once(
+    fp, site, spool, created, restore_signals, monkeypatch
+) -> None:
+    """slurmctld gone: the node's kill cannot find the step, and Slurm is not asked again
+    for its own SIGKILL (each question may take a client's whole retry); the SIGKILL is
+    final all the same: SIGKILL_PATIENCE later the job is cancelled, and it ends with 137."""
+    monkeypatch.setattr(step_signals, "SIGKILL_PATIENCE", 0.2)
+    site.config.exec_command = NODE_EXEC
+    (site.bin / "srun").write_text("#!/bin/sh\ntrap '' TERM\nexec sleep 30\n")
+    steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"})
+    ran = node_kill_step(site, fp, 0)
+
+    def start_then_kill() -> None:
+        protocol.request(spool.socket, {"op": "start"})
+        steps.unanswered = 1  # slurmctld gone for the SIGKILL's question
+        protocol.request(spool.socket, {"op": "kill", "signal": 9})
+
+    once_serving(start_then_kill)
+    assert created.serve() == 128 + signal.SIGKILL
+    assert ran == []
+    assert steps.events[:2] == ["squeue: no answer", f"scancel {JOB}"]

@@ -102,7 +102,9 @@ class StepKill:
         self.through_slurm_at: float | None = None
 
     def send(self) -> None:
-        """The engine's SIGKILL: through the node's runtime the first time, where it can."""
+        """The engine's SIGKILL: through the node's runtime the first time, where it can.
+        Slurm that cannot be asked for the step (slurmctld gone) is not asked again now:
+        the step is lost SIGKILL_PATIENCE seconds later, as after Slurm's SIGKILL."""
         if self.on_node_at is None and self.through_slurm_at is None:
             try:
                 if kill_on_node(self.slurm, self.state, self.site):
@@ -110,6 +112,8 @@ class StepKill:
                     return
             except SlurmError as exc:
                 log.error(exc.message)
+                self.through_slurm_at = time.monotonic()
+                return
         self._through_slurm()
 
     def escalate(self) -> bool:
