@@ -49,6 +49,8 @@ import re
 import shlex
 
 from scrunlib.errors import InvalidInput, ScrunError, reason
+from scrunlib.slurm_commands import NODE_CWD
+from scrunlib.userns import real_ids
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -342,6 +344,27 @@ def expand_patterns(text: str, values: Mapping[str, str], template: str, options
         return shlex.quote(values[letter])
 
     return _PATTERN.sub(expand, text)
+
+
+def site_template(exec_command: str | None, slurm_conf: str) -> str:
+    """The template of the node's command: the site's `exec_command`, else the one derived
+    from the oci.conf beside slurm.conf (default_template)."""
+    return exec_command or default_template(slurm_conf)
+
+
+def task_values(node: str, owner: str, job_id: int, step_id: int) -> dict[str, str]:
+    """The text of each pattern letter but %o, for the container's task 0 on `node`: the
+    user's name and id (the job's user, also inside rootless podman), the job, the step,
+    the task and the step's working directory (its --chdir)."""
+    return {
+        "n": node,
+        "u": owner,
+        "U": str(real_ids()[0]),
+        "j": str(job_id),
+        "s": str(step_id),
+        "t": "0",
+        "Z": NODE_CWD,
+    }
 
 
 def default_template(slurm_conf: str) -> str:

@@ -529,3 +529,35 @@ def test_kill_signals_the_step_itself_when_the_anchor_cannot_act(root, tmp_path,
     finally:
         anchor.kill()
         anchor.wait()
+
+
+def test_exec_detach_writes_the_pid_file_and_leaves_the_step_running(root, tmp_path, capsys):
+    """What podman's and docker's exec give: `--pid-file F --detach`. scrun exits 0 at once
+    with the pid of the exec's srun in F, and that srun runs the site's exec_command on the
+    container's node with the process's args."""
+    anchor = stopped_process()
+    try:
+        stuck_container(root, tmp_path, anchor.pid, delete_timeout=1)
+        bin_dir = tmp_path / "bin"
+        fakes = {
+            "squeue": 'case "$*" in *%N*) echo "5.0 fakenode";; *) echo "5.0 scrun";; esac',
+            "scontrol": "echo fakenode",
+            "srun": f'echo "$@" > {tmp_path}/srun.args; exec sleep 30',
+        }
+        for name, body in fakes.items():
+            (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+            (bin_dir / name).chmod(0o755)
+        with open(tmp_path / "none.toml", "a") as site:
+            site.write('exec_command = "noderuntime exec %o %n.%j.%s"\n')
+        pid_file = tmp_path / "exec.pid"
+        argv = ["exec", "--pid-file", str(pid_file), "--detach", "stuck", "true", "x"]
+        assert main(argv) == 0, capsys.readouterr().err
+        pid = int(pid_file.read_text())
+        wait_for("the exec's srun started", lambda: (tmp_path / "srun.args").exists(), 10)
+        srun_args = (tmp_path / "srun.args").read_text()
+        assert "noderuntime exec" in srun_args and "fakenode.5.0" in srun_args, srun_args
+        os.kill(pid, 0)  # still running: --detach did not wait for it
+        os.kill(pid, 9)
+    finally:
+        anchor.kill()
+        anchor.wait()

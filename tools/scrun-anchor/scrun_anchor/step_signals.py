@@ -151,11 +151,10 @@ def kill_on_node(slurm: Slurm, state: ContainerState, site: SiteConfig) -> bool:
     the container yet, say). SlurmError when Slurm cannot be asked for the step."""
     # a rare branch: what it imports (re, shlex, json) is no other request's cost
     from scrunlib import exec_process
-    from scrunlib.slurm_commands import NODE_CWD, exec_argv
-    from scrunlib.userns import real_ids
+    from scrunlib.slurm_commands import exec_argv
 
     try:
-        template = site.exec_command or exec_process.default_template(slurm.slurm_conf)
+        template = exec_process.site_template(site.exec_command, slurm.slurm_conf)
     except ScrunError:
         return False
     kill = exec_process.kill_template(template)
@@ -165,15 +164,7 @@ def kill_on_node(slurm: Slurm, state: ContainerState, site: SiteConfig) -> bool:
     steps = slurm.step_ids(job_id, state.step_name)
     if len(steps) != 1:
         return False
-    values = {
-        "n": node,
-        "u": state.owner,
-        "U": str(real_ids()[0]),
-        "j": str(job_id),
-        "s": str(steps[0]),
-        "t": "0",
-        "Z": NODE_CWD,
-    }
+    values = exec_process.task_values(node, state.owner, job_id, steps[0])
     try:
         command = exec_process.expand_patterns(kill, values, template)
     except ScrunError:

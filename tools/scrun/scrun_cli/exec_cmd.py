@@ -19,7 +19,6 @@ from scrunlib.errors import InvalidInput, StateError, UsageError
 from scrunlib.files import write_atomically
 from scrunlib.options import Opt, parse, usage_text
 from scrunlib.state import ContainerState, Status, shell_exit_code
-from scrunlib.userns import real_ids
 
 from scrun_cli.context import CommandContext
 
@@ -96,27 +95,16 @@ def run(ctx: CommandContext, argv: Sequence[str]) -> int:
     # only here: subprocess and re are no other command's cost (lint_tree/hotpath.py)
     from scrunlib.container_steps import listed_steps
     from scrunlib.slurm import Slurm
-    from scrunlib.slurm_commands import NODE_CWD, STEP_QUIET_ENV, exec_argv
+    from scrunlib.slurm_commands import STEP_QUIET_ENV, exec_argv
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
     steps = listed_steps(slurm, state, (state.step_name,))
     if not steps:
         raise StateError(f"container {container_id!r} has no running step: cannot exec")
     node = slurm.step_nodes(state.job_id, steps[0])[0]
-    template = ctx.site.exec_command or exec_process.default_template(ctx.slurm_conf)
-    command_line = exec_process.node_command(
-        template,
-        process,
-        {
-            "n": node,
-            "u": state.owner,
-            "U": str(real_ids()[0]),  # the job's user, also inside rootless podman
-            "j": str(state.job_id),
-            "s": str(steps[0]),
-            "t": "0",
-            "Z": NODE_CWD,  # the container step's --chdir
-        },
-    )
+    template = exec_process.site_template(ctx.site.exec_command, ctx.slurm_conf)
+    patterns = exec_process.task_values(node, state.owner, state.job_id, steps[0])
+    command_line = exec_process.node_command(template, process, patterns)
     srun = exec_argv(slurm.path("srun"), state.job_id, node, command_line, pty=process.terminal)
     pty_slave = procio.send_console(str(console_socket)) if console_socket else None
     if pty_slave is not None:
