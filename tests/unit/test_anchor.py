@@ -386,6 +386,7 @@ def test_a_signal_right_after_start_waits_for_the_steps_process(
             ),
         )
     assert created.handle({"op": "kill", "signal": 9}) == {"ok": True}
+    created.sigkill.escalate()  # what serve() does next: the SIGKILL goes once answered
     assert created.handle({"op": "kill", "signal": 15}) == {"ok": True}
     assert sent[9] < 0.3
     assert sent[15] >= 0.5

@@ -306,7 +306,7 @@ class Container:
             if signum != signal.SIGKILL:
                 self._signal_step(signum)
                 return
-            self.sigkill.send()
+            self.sigkill.request()  # sent once `kill` is answered
 
     def _end_lost_step(self) -> None:
         """The step outlived the engine's SIGKILL: Slurm could not deliver it (the step's

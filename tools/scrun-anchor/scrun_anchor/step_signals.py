@@ -86,10 +86,12 @@ def signal_step(slurm: Slurm, state: ContainerState, stderr: ContainerStderr, si
 
 class StepKill:
     """The engine's SIGKILL to the running step, until the step ends (the container's loop
-    asks `escalate()` and sleeps at most `seconds_to_next()`): first through the node's
-    runtime (kill_on_node), where it can be sent; Slurm's SIGKILL to the step at once where
-    it cannot, or NODE_KILL_PATIENCE seconds after it, where the step outlived it. A
-    SIGKILL Slurm refuses (slurmctld gone) is final too: the step is lost (`escalate()`)
+    asks `escalate()` and sleeps at most `seconds_to_next()`). `request()` only notes it:
+    `escalate()` sends it once `kill` has been answered (the node's kill is a step to
+    launch, which the engine's `kill` need not wait for), first through the node's runtime
+    (kill_on_node), where it can be sent; Slurm's SIGKILL to the step at once where it
+    cannot, or NODE_KILL_PATIENCE seconds after it, where the step outlived it. A SIGKILL
+    Slurm refuses (slurmctld gone) is final too: the step is lost (`escalate()`)
     SIGKILL_PATIENCE seconds after Slurm's SIGKILL, and the container ends its job."""
 
     def __init__(
@@ -100,8 +102,13 @@ class StepKill:
         # when Slurm's SIGKILL went to the step
         self.on_node_at: float | None = None
         self.through_slurm_at: float | None = None
+        self.requested = False  # and not sent yet
 
-    def send(self) -> None:
+    def request(self) -> None:
+        """The engine asked for a SIGKILL: `escalate()` sends it."""
+        self.requested = True
+
+    def _send(self) -> None:
         """The engine's SIGKILL: through the node's runtime the first time, where it can.
         Slurm that cannot be asked for the step (slurmctld gone) is not asked again now:
         the step is lost SIGKILL_PATIENCE seconds later, as after Slurm's SIGKILL."""
@@ -118,7 +125,11 @@ class StepKill:
 
     def escalate(self) -> bool:
         """Slurm's SIGKILL, once the step outlived the node's NODE_KILL_PATIENCE seconds;
-        whether the step is lost: it outlived Slurm's SIGKILL_PATIENCE seconds."""
+        whether the step is lost: it outlived Slurm's SIGKILL_PATIENCE seconds. A SIGKILL
+        requested is sent first."""
+        if self.requested:
+            self.requested = False
+            self._send()
         now = time.monotonic()
         if self.through_slurm_at is None:
             if self.on_node_at is not None and now - self.on_node_at >= NODE_KILL_PATIENCE:
@@ -128,7 +139,9 @@ class StepKill:
 
     def seconds_to_next(self, otherwise: float) -> float:
         """How long the loop may sleep before `escalate()` has something to do: `otherwise`,
-        or less until Slurm's SIGKILL is due after the node's."""
+        or less until Slurm's SIGKILL is due after the node's (none for one requested)."""
+        if self.requested:
+            return 0.0
         if self.on_node_at is None or self.through_slurm_at is not None:
             return otherwise
         return min(otherwise, max(0.0, self.on_node_at + NODE_KILL_PATIENCE - time.monotonic()))
