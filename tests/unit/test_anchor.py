@@ -1185,13 +1185,23 @@ def node_kill_step(site: Site, fp, code: int, killed: Path | None = None) -> lis
     return ran
 
 
+def kill_request(spool: Spool) -> None:
+    protocol.request(spool.socket, {"op": "kill", "signal": 9})
+
+
+def delete_signal(spool: Spool) -> None:
+    os.kill(os.getpid(), signal.SIGTERM)  # what `scrun delete --force` sends
+
+
+@pytest.mark.parametrize("end", [kill_request, delete_signal], ids=["kill", "delete"])
 def test_a_sigkill_goes_to_the_nodes_runtime_and_slurm_sends_none(
-    fp, site, spool, created, restore_signals, monkeypatch
+    fp, site, spool, created, restore_signals, monkeypatch, end
 ) -> None:
-    """`kill` SIGKILL of a running container of one node: its process is killed by the
-    node's runtime in a step beside it, whose end then ends the step (Slurm's own SIGKILL
-    of a step would make it last a second longer, step_signals). Slurm sends no signal;
-    the container ends with 137."""
+    """`kill` SIGKILL of a running container of one node, and its `delete` (SIGTERM to the
+    anchor): its process is killed by the node's runtime in a step beside it, whose end then
+    ends the step (Slurm's own SIGKILL of a step would make it last a second longer,
+    step_signals). Slurm sends no signal; the container ends with 137, its srun not waited
+    for past it (step_grace)."""
     monkeypatch.setattr(step_signals, "SIGKILL_PATIENCE", 5.0)
     site.config.exec_command = NODE_EXEC
     killed = site.bin / "killed"
@@ -1203,12 +1213,14 @@ def test_a_sigkill_goes_to_the_nodes_runtime_and_slurm_sends_none(
     ran = node_kill_step(site, fp, 0, killed)
     created.state.owner = "alice"  # %u: the user's name (create sets it)
 
-    def start_then_kill() -> None:
+    def start_then_end() -> None:
         protocol.request(spool.socket, {"op": "start"})
-        protocol.request(spool.socket, {"op": "kill", "signal": 9})
+        end(spool)
 
-    once_serving(start_then_kill)
+    once_serving(start_then_end)
+    started = time.monotonic()
     assert created.serve() == 128 + signal.SIGKILL
+    assert time.monotonic() - started < site.config.step_grace / 2
     assert ran == [
         [site.tool("srun"), "--jobid", str(JOB), "--job-name", "scrun-exec", "--quiet",
          "--quiet", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=n1", "--chdir=/",

@@ -379,16 +379,19 @@ class Container:
         return self.state.job_id or 0
 
     def _end_step(self, step: Child) -> int:
-        """Wait for the step's srun and return its status: cancel the step first if we are
-        asked to stop, and escalate SIGTERM → SIGKILL if srun does not go away in time."""
+        """Wait for the step's srun and return its status. Asked to stop (delete, SIGTERM),
+        the step first gets the engine's SIGKILL as `kill` sends it (StepKill: the node's
+        runtime, then Slurm's), until srun ends or the step outlives it; srun then gets
+        SIGTERM → SIGKILL if it does not go away in time."""
         status = step.poll()
         if status is not None:
             return status
-        if self.life.asked_to_stop:  # delete, SIGTERM: end it now, as upstream does: SIGKILL
-            try:
-                self._signal_step(signal.SIGKILL)
-            except SlurmError as exc:
-                log.error(str(exc))
+        if self.life.asked_to_stop:  # end it now, as upstream does: SIGKILL
+            self.sigkill.request()
+            while status is None and not self.sigkill.escalate():
+                status = step.wait(self.sigkill.seconds_to_next(1.0))
+            if status is not None:
+                return status
 
         def escalating(signum: int) -> None:
             log.error(f"srun {step.pid} still running; sending {signal.Signals(signum).name}")

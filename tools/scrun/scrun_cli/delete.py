@@ -88,7 +88,8 @@ def stop_anchor(ctx: CommandContext, spool: Spool, state: ContainerState) -> Non
         return
     stuck = process_stuck(pid)
     if stuck is None:
-        # its hooks, its srun's end and its tasks' (step_grace each), its job's end
+        # its hooks, its step's SIGKILL (seconds), its srun's end and its tasks' (step_grace
+        # each), its job's end
         longest = ctx.site.lua_timeout + 2 * ctx.site.step_grace + 30
         if wait_gone(pid, start_time, max(longest - bound, 0)):
             return
