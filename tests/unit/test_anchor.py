@@ -1193,7 +1193,14 @@ def delete_signal(spool: Spool) -> None:
     os.kill(os.getpid(), signal.SIGTERM)  # what `scrun delete --force` sends
 
 
-@pytest.mark.parametrize("end", [kill_request, delete_signal], ids=["kill", "delete"])
+def kill_twice(spool: Spool) -> None:
+    kill_request(spool)
+    kill_request(spool)  # the node's kill is under way: nothing more is sent
+
+
+@pytest.mark.parametrize(
+    "end", [kill_request, delete_signal, kill_twice], ids=["kill", "delete", "kill twice"]
+)
 def test_a_sigkill_goes_to_the_nodes_runtime_and_slurm_sends_none(
     fp, site, spool, created, restore_signals, monkeypatch, end
 ) -> None:
@@ -1206,7 +1213,7 @@ def test_a_sigkill_goes_to_the_nodes_runtime_and_slurm_sends_none(
     site.config.exec_command = NODE_EXEC
     killed = site.bin / "killed"
     (site.bin / "srun").write_text(
-        f"#!/bin/sh\nwhile [ ! -e {killed} ]; do sleep 0.02; done; exit 137\n"
+        f"#!/bin/sh\nwhile [ ! -e {killed} ]; do sleep 0.02; done; sleep 0.3; exit 137\n"
     )
     steps = FakeSteps(fp, str(site.bin), JOB, {0: "scrun"})
     steps.ends_by_itself(0, listings=1)

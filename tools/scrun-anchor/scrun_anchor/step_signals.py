@@ -109,10 +109,14 @@ class StepKill:
         self.requested = True
 
     def _send(self) -> None:
-        """The engine's SIGKILL: through the node's runtime the first time, where it can.
-        Slurm that cannot be asked for the step (slurmctld gone) is not asked again now:
-        the step is lost SIGKILL_PATIENCE seconds later, as after Slurm's SIGKILL."""
-        if self.on_node_at is None and self.through_slurm_at is None:
+        """The engine's SIGKILL: through the node's runtime the first time, where it can; one
+        more while that kill has its NODE_KILL_PATIENCE seconds (`podman rm -f` after
+        `podman kill`) adds nothing. Slurm that cannot be asked for the step (slurmctld
+        gone) is not asked again now: the step is lost SIGKILL_PATIENCE seconds later, as
+        after Slurm's SIGKILL."""
+        if self.through_slurm_at is None:
+            if self.on_node_at is not None:
+                return
             try:
                 if kill_on_node(self.slurm, self.state, self.site):
                     self.on_node_at = time.monotonic()
