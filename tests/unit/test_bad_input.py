@@ -15,6 +15,7 @@ values, 60 hostile environments, 4,000 command lines, 11 of the other tools, 2 o
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -194,6 +195,22 @@ class Campaign:
             "XDG_RUNTIME_DIR": str(tmp_path / "xdg"),
         }
         self.count = 0
+        self.children_before = _children()
+
+    def end(self) -> None:
+        """After the test, passed or failed: a case that failed may have left its fake job
+        (salloc's holder, its own process group) and its forked anchor running; both are
+        killed, so that they outlive neither the test nor pytest."""
+        jobs = self.bin / "jobs"
+        pids = [int(word) for word in jobs.read_text().split()] if jobs.exists() else []
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        for pid in _children() - self.children_before:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        _reap_children()
 
     def write_config(self, config) -> None:
         self.write_raw(json.dumps(config).encode())
@@ -270,6 +287,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _children() -> set[int]:
+    """This process's children, from each of its threads' /proc children list."""
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as stream:
+            found.update(int(word) for word in stream.read().split())
+    return found
+
+
 def _reap_children() -> None:
     """The anchors are this process's forked children: reap those that have exited."""
     while True:
@@ -284,10 +310,12 @@ def _reap_children() -> None:
 @pytest.fixture
 def campaign(tmp_path, capfd):
     cwd = os.getcwd()
+    campaign = Campaign(tmp_path, capfd)
     try:
-        yield Campaign(tmp_path, capfd)
+        yield campaign
     finally:
         os.chdir(cwd)
+        campaign.end()
 
 
 def create_argv(campaign: Campaign, container_id: str) -> list[str]:
