@@ -29,6 +29,7 @@ from scrunlib.slurm_commands import (
     parse_scontrol_record,
     queued_job_id,
     remote_command_argv,
+    revoked_job,
     salloc_argv,
     step_states_argv,
     steps_argv,
@@ -219,16 +220,17 @@ class Submission:
             self._close()
 
     def withdraw(self) -> None:
-        """Take the job back: SIGINT makes salloc revoke a pending job; a salloc that does
-        not end in time is killed. Then the job is cancelled, should it outlive salloc: by
-        its id when salloc named it (one scancel; hundreds of containers are withdrawn at
-        once by a `podman rm -f` of all), else any job tagged with the container's id (a
-        listing of the user's jobs)."""
+        """Take the job back: SIGINT makes salloc revoke a pending job (one that does not end
+        in time is killed). A job it did not say it revoked is cancelled: by the id salloc
+        named (one scancel; a `podman rm -f` of all withdraws hundreds at once), else any
+        job tagged with the container's id (a listing of the user's jobs)."""
         self.salloc.signal_group(SIGINT)
         self.salloc.end(REFUSAL_SECONDS)
-        job_id = self.queued_job_id()
+        messages = self.messages()
+        job_id = queued_job_id(messages)
         self._close()
-        self._cancel(job_id)
+        if job_id is None or not revoked_job(messages, job_id):
+            self._cancel(job_id)
 
     def _cancel(self, job_id: int | None) -> None:
         """Cancel the job by the id salloc named, else any tagged with our container's id."""

@@ -329,6 +329,12 @@ def queued_job_id(messages: str) -> int | None:
     return int(words[0]) if words and words[0].isdigit() else None
 
 
+def revoked_job(messages: str, job_id: int) -> bool:
+    """Whether salloc's messages say it revoked job `job_id` (`Job allocation N has been
+    revoked.`, once slurmctld has taken the pending job back on salloc's SIGINT)."""
+    return f"Job allocation {job_id} has been revoked" in messages
+
+
 def config_argv(scontrol: str) -> list[str]:
     """`scontrol show config`: slurmctld's configuration, `Name = value` a line."""
     return [scontrol, "show", "config"]

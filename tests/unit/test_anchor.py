@@ -791,6 +791,8 @@ def test_unknown_requests_are_refused(created) -> None:
 QUEUED_SALLOC = f"""#!/bin/sh
 echo "salloc: Pending job allocation {JOB}" >&2
 echo "salloc: job {JOB} queued and waiting for resources" >&2
+trap '[ -e "$0.revokes" ] && echo "salloc: Job allocation {JOB} has been revoked." >&2
+  trap - INT; kill -INT $$' INT
 while [ ! -e "$0.grant" ]; do
   if [ -e "$0.revoke" ]; then echo "salloc: Job allocation {JOB} has been revoked." >&2; exit 1; fi
   sleep 0.02
@@ -873,12 +875,17 @@ def test_a_queued_job_whose_salloc_was_killed_is_cancelled(fp, site, spool, queu
     assert state.job_ended
 
 
-def test_kill_while_queued_withdraws_the_job(fp, site, spool, queued) -> None:
-    """salloc revokes it; scancel of its id (no listing of the user's jobs) makes sure."""
+@pytest.mark.parametrize("revokes", [True, False], ids=["salloc revokes it", "salloc dies"])
+def test_kill_while_queued_withdraws_the_job(fp, site, spool, queued, revokes) -> None:
+    """SIGINT makes salloc revoke the job, which it says: nothing more is sent. A salloc
+    that does not say so (it died of the signal, slurmctld did not answer it) leaves a job
+    that may outlive it: scancel of its id (no listing of the user's jobs) makes sure."""
+    if revokes:
+        (site.bin / "salloc.revokes").touch()
     fp.register([site.tool("scancel"), "--quiet", str(JOB)], returncode=1, stderr="Invalid job id")
     assert queued.handle({"op": "kill", "signal": 15}) == {"ok": True}
     assert queued.stop() == 143
-    assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == 1
+    assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == (0 if revokes else 1)
     assert fp.call_count([site.tool("squeue"), fp.any()]) == 0
     assert saved(spool).job_ended
     assert queued.preparation.submission is None  # salloc was told (SIGINT) and is gone
