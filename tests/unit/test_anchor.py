@@ -954,6 +954,32 @@ def test_scrun_luas_notices_wait_until_the_engine_listens() -> None:
     os.close(master)
 
 
+def test_a_notice_that_comes_while_the_held_ones_are_said_follows_them() -> None:
+    """The stage-in's thread may give a notice (a node's copy) while `listened` says the
+    held ones (the import): it is said after them, never before (the order a user reads)."""
+    read_end, write_end = os.pipe()
+    stage_in: list[threading.Thread] = []
+
+    class Interleaving(ContainerStderr):
+        def say(self, line: str) -> None:
+            if line.endswith("to the cache"):  # the stage-in's thread comes in meanwhile
+                late = threading.Thread(target=self.notice, args=("scrun: copying to n1",))
+                stage_in.append(late)
+                late.start()
+                late.join(0.2)  # (it waits for the lock, or has said its line already)
+            super().say(line)
+
+    channel = Interleaving()
+    channel.use(write_end)
+    os.close(write_end)
+    channel.notice("scrun: importing image (2.0 GiB) to the cache")
+    channel.listened()
+    stage_in[0].join(5)
+    said = os.read(read_end, 4096)  # (both lines are in the pipe by now)
+    os.close(read_end)
+    assert said == b"scrun: importing image (2.0 GiB) to the cache\nscrun: copying to n1\n"
+
+
 # -- serve(): the event loop, with real signals and the real socket ------------------------
 
 

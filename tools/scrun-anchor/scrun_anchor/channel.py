@@ -35,12 +35,13 @@ class ContainerStderr:
         self._fd = os.dup(terminal)
 
     def notice(self, line: str) -> None:
-        """A notice of scrun.lua's commands: said now if the engine listens, else held."""
+        """A notice of scrun.lua's commands: said now if the engine listens, else held (in
+        the order they came: said under the lock that `listened` says the held ones under)."""
         with self._lock:
             if self._held is not None:
                 self._held.append(line)
-                return
-        self.say(line)
+            else:
+                self.say(line)
 
     @property
     def holding(self) -> bool:
@@ -48,11 +49,12 @@ class ContainerStderr:
         return bool(self._held)
 
     def listened(self) -> None:
-        """The engine listens from now on (it starts the container): the held notices said."""
+        """The engine listens from now on (it starts the container): the held notices said,
+        under the lock, so that a notice coming meanwhile follows them."""
         with self._lock:
-            held, self._held = self._held or [], None
-        for line in held:
-            self.say(line)
+            for line in self._held or []:
+                self.say(line)
+            self._held = None
 
     def say(self, line: str) -> None:
         """One line to the user."""
