@@ -52,8 +52,7 @@ COMMAND_TIMEOUT = 60.0
 # Slurm's own default KillWait, for when scontrol cannot say.
 DEFAULT_KILL_WAIT = 30.0
 
-# How often `end_steps` looks again whether the steps it cancelled have ended (Slurm tells
-# no one: squeue is asked).
+# How often `end_steps` asks squeue again whether the steps it cancelled have ended.
 STEP_POLL_SECONDS = 0.2
 
 
@@ -346,8 +345,7 @@ class Slurm:
 
     def submit(self, job_name: str, container_id: str, options: Sequence[str]) -> Submission:
         """Start the salloc that submits the container's job and holds it once granted.
-        Returns at once; the Submission tells when Slurm has queued the job and when it
-        is granted."""
+        Returns at once; the Submission tells when Slurm queued the job and granted it."""
         program = self.path("salloc")
         argv = as_real_user(salloc_argv(program, job_name, container_id, options, self.version()))
         # salloc's own lines (its job id while pending, its errors): a memory file, which
@@ -426,15 +424,17 @@ class Slurm:
         return named_steps(out, step_names) if code == 0 else []
 
     def end_steps(
-        self, job_id: int, step_names: Sequence[str], timeout: float, cancel_after: float = 0.0
-    ) -> bool:
+        self, job_id: int, step_names: Sequence[str], timeout: float, cancel_after: float = 0.0,
+        poll: float | None = None,
+    ) -> bool:  # fmt: skip
         """Wait until Slurm lists none of the job's steps named any of `step_names`,
         cancelling those still listed after `cancel_after` seconds (a step that is ending
         by itself is left to end as it does: its accounting record says how). A step leaves
         the list once its tasks have ended on every node: killing its srun here does not
         end them, and whatever copies their files must wait for that. True once none is
         listed (a job that has ended has none), False when one still is after `timeout`
-        seconds (its tasks may still run). SlurmError when Slurm cannot be asked."""
+        seconds (its tasks may still run; asked every `poll` s, STEP_POLL_SECONDS by default).
+        SlurmError when Slurm cannot be asked."""
         started = time.monotonic()
         cancelled: set[int] = set()
         while True:
@@ -447,7 +447,7 @@ class Slurm:
                 cancelled.add(step)
             if waited >= timeout:
                 return False
-            time.sleep(STEP_POLL_SECONDS)
+            time.sleep(STEP_POLL_SECONDS if poll is None else poll)
 
     def kill_wait(self) -> float:
         """Seconds the tasks of a job Slurm is ending (a cancel, a time limit) may outlive

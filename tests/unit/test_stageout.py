@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 from fake_steps import FakeSteps
@@ -194,20 +195,58 @@ def test_delete_waits_killwait_for_the_tasks_of_a_job_slurm_is_ending(tmp_path, 
     assert not os.path.isdir(spool.path)
 
 
-def test_delete_does_not_stage_out_while_the_tasks_outlive_their_cancel(tmp_path, site, fp, capsys):
-    """A step Slurm still lists KillWait + step_grace seconds after its cancel: its tasks
-    may still write, so stage-out is not run (one line says so; the staged copy stays
-    where the script put it); the job is still ended and the delete completes."""
+def wait_for(what, condition, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} in {seconds} s"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def finisher(monkeypatch):
+    """The deferred stage-out's process asks Slurm every 0.01 s, for 1 s at most."""
+    monkeypatch.setattr("scrun_cli.delete.FINISH_POLL_SECONDS", 0.01)
+    monkeypatch.setattr("scrun_cli.delete.FINISH_LATER_SECONDS", 1.0)
+
+
+def test_a_stage_out_whose_tasks_outlive_their_cancel_runs_once_they_have_ended(
+    tmp_path, site, fp, capsys, finisher
+):
+    """A step Slurm still lists KillWait + step_grace seconds after its cancel (a task
+    that ignores SIGKILL, until Slurm gives up on it): its tasks may still write, so the
+    delete does not stage out (one line says so); it ends the job and completes, and a
+    process of its own runs the stage-out once Slurm lists the step no more, then removes
+    the spool: what the container wrote still comes back."""
     with (tmp_path / "scrun.toml").open("a") as config:
         config.write("step_grace = 0.2\n")
     spool, out = crashed_container(tmp_path, site, job_ended=False)
-    steps = FakeSteps(fp, str(tmp_path / "bin"), 77, {0: "scrun"}, lingers=999)
+    steps = FakeSteps(fp, str(tmp_path / "bin"), 77, {0: "scrun"}, lingers=60)
+    steps.job_cancelled = True  # the job's cancel does not end the step either
+    began = time.monotonic()
     assert main(["delete", "crashed"]) == 0
-    assert not out.exists()  # stage-out did not run
+    assert time.monotonic() - began < 5
     assert steps.events[-1] == "scancel 77"  # the job, ended
+    assert not out.exists() and os.path.isdir(spool.path)  # not yet: the step is listed
     err = capsys.readouterr().err
     assert (
-        "stage-out of container crashed not run: its steps in job 77 still run 0.2 s after "
-        "they were cancelled"
+        "stage-out of container crashed deferred: its steps in job 77 still run 0.2 s after "
+        "they were cancelled; it runs once Slurm says they have ended"
     ) in err
-    assert not os.path.isdir(spool.path)
+    wait_for("stage-out", out.exists)
+    wait_for("removal of the spool", lambda: not os.path.isdir(spool.path))
+
+
+def test_a_deferred_stage_out_gives_up_after_its_bound_and_leaves_the_spool(
+    tmp_path, site, fp, finisher
+):
+    """A step Slurm never stops listing: the deferred stage-out is not run, and the spool
+    stays (with what stage-out needs) for a `scrun delete` by hand."""
+    with (tmp_path / "scrun.toml").open("a") as config:
+        config.write("step_grace = 0.2\n")
+    spool, out = crashed_container(tmp_path, site, job_ended=False)
+    steps = FakeSteps(fp, str(tmp_path / "bin"), 77, {0: "scrun"}, lingers=10**6)
+    steps.job_cancelled = True
+    assert main(["delete", "crashed"]) == 0
+    time.sleep(2.0)  # past the finisher's bound (1 s)
+    assert not out.exists()
+    assert os.path.isdir(spool.path) and os.path.exists(spool.stage_file)

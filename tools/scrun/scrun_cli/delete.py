@@ -5,7 +5,10 @@ unknown id succeeds, as podman's and containerd's cleanups need. The normal case
 anchor has already staged out, ended the job and exited) touches no Slurm command and no
 Lua at all. After an anchor that died first, delete ends its step (its srun here, its
 tasks in Slurm, until squeue lists none), runs scrun.lua's stage-out for it (a failure is
-reported, the delete goes on) and ends its job.
+reported, the delete goes on) and ends its job. A task that outlives its cancel (it ignores
+SIGKILL: until Slurm gives up on it) would write on while its files were copied: the
+stage-out is then left to a process of ours that runs it once Slurm lists the step no more,
+and removes the spool; the delete itself completes.
 
 An anchor that cannot act (frozen by a cgroup freezer, stopped, or in uninterruptible sleep
 on a hung filesystem) ignores even SIGKILL until it is woken. delete waits for it the site's
@@ -26,7 +29,7 @@ import os
 from scrunlib import log
 from scrunlib.errors import ContainerNotFound, ScrunError, SlurmError, UsageError
 from scrunlib.options import Opt, one_id, parse, usage_text
-from scrunlib.processes import pid_ends_within
+from scrunlib.processes import fork, pid_ends_within
 from scrunlib.signals import SIGKILL, SIGTERM
 from scrunlib.spool import Spool
 from scrunlib.state import ContainerState, process_alive, process_stuck
@@ -47,6 +50,11 @@ OPTIONS = (
     ),
     Opt("regex", "r", help="CONTAINER-ID is a regular expression: delete all it matches"),
 )
+# How long a stage-out left to `finish_later` waits for the container's steps to end, and
+# how often it asks Slurm.
+FINISH_LATER_SECONDS = 900.0
+FINISH_POLL_SECONDS = 5.0
+
 USAGE = usage_text(
     "scrun delete [--force] [--regex] CONTAINER-ID",
     "Stop the container if it is still running (its job is ended, stage-out runs), then\n"
@@ -134,52 +142,106 @@ def end_job_of_stuck_anchor(ctx: CommandContext, spool: Spool, stuck: str) -> St
     )
 
 
-def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
+def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) -> bool:
     """After an anchor that did not finish (it died; or it left stage-out pending, its
     tasks still running): end our step's srun, stage out once the tasks have ended (while
     the job still runs, as the anchor would have), end our job. The normal case, nothing
-    pending and the job ended, runs no Slurm command."""
+    pending and the job ended, runs no Slurm command. False when the stage-out was left to
+    `finish_later` (the spool is then its)."""
     if state.step_pid and process_alive(state.step_pid, state.step_start_time):
         send_signal(state.step_pid, SIGKILL)
     pending = os.path.exists(spool.stage_file)
     job_left = state.job_id is not None and not state.job_ended
     if not pending and not job_left:
-        return
+        return True
     from scrunlib.slurm import Slurm  # only on this fault path (lint_tree/hotpath.py)
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
-    if pending:
-        stage_out_left(ctx, spool, state, slurm)
+    staged_out = not pending or stage_out_left(ctx, spool, state, slurm)
     if state.job_id is not None and job_left:
         slurm.end_container_job(
             state.job_id, existing_job=state.existing_job, step_name=state.step_name
         )
         log.verbose(f"delete: ended job {state.job_id} left by a dead anchor")
+    if not staged_out:
+        finish_later(ctx, spool, state)
+    return staged_out
 
 
-def stage_out_left(ctx: CommandContext, spool: Spool, state: ContainerState, slurm: Slurm) -> None:
+def stage_out_left(ctx: CommandContext, spool: Spool, state: ContainerState, slurm: Slurm) -> bool:
     """The stage-out the anchor did not run, once the container's tasks have ended: the
     srun killed above leaves them running, so its steps are cancelled in Slurm and waited
     for until none is listed. A job Slurm is ending (someone's scancel, a time limit: the
     anchor then leaves stage-out to us) keeps its tasks until KillWait, so the wait is
-    KillWait and `step_grace` seconds at most; past that, stage-out is not run: it would
-    copy files a task may still write."""
+    KillWait and `step_grace` seconds at most; past that (a task that ignores SIGKILL),
+    stage-out, which would copy files a task may still write, is not run here: False."""
     if state.job_id is not None:
-        from scrunlib.slurm_commands import container_step_names
-
-        names = container_step_names(state.step_name, state.existing_job)
         timeout = slurm.kill_wait() + ctx.site.step_grace
-        if not slurm.end_steps(state.job_id, names, timeout):
+        if not slurm.end_steps(state.job_id, step_names(state), timeout):
             log.error(
-                f"stage-out of container {state.id} not run: its steps in job "
-                f"{state.job_id} still run {timeout:g} s after they were cancelled"
+                f"stage-out of container {state.id} deferred: its steps in job "
+                f"{state.job_id} still run {timeout:g} s after they were cancelled; it runs "
+                f"once Slurm says they have ended"
             )
-            return
+            return False
+    run_stage_out(ctx, spool)
+    return True
+
+
+def step_names(state: ContainerState) -> tuple[str, ...]:
+    """The names of the container's steps in its job (its own, its exec steps)."""
+    from scrunlib.slurm_commands import container_step_names
+
+    return tuple(container_step_names(state.step_name, state.existing_job))
+
+
+def run_stage_out(ctx: CommandContext, spool: Spool) -> None:
+    """Run the pending stage-out the spool keeps, if any (a failure is logged)."""
     from scrunlib.stageout import PendingStageOut  # only on this fault path: lupa
 
     pending = PendingStageOut.load(spool)
     if pending is not None:
         pending.run(ctx.site)
+
+
+def finish_later(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
+    """The stage-out `stage_out_left` could not run yet, run by a process of ours that
+    outlives this delete (the engine goes on): in a session of its own, its stdio the null
+    device (the engine reads ours until every copy of it is closed), it waits until Slurm
+    lists none of the container's steps (Slurm ends a task that ignores SIGKILL at the
+    node's UnkillableStepTimeout, and drains the node), FINISH_LATER_SECONDS at most, then
+    runs the stage-out and removes the spool. Past that, both stay for a `scrun delete`."""
+    job_id = state.job_id
+    if job_id is None:  # (a stage-out is deferred only for a job's steps)
+        return
+
+    def finisher() -> int:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        from scrunlib.slurm import Slurm
+
+        slurm = Slurm(ctx.site, ctx.slurm_conf)
+        try:
+            ended = slurm.end_steps(
+                job_id, step_names(state), FINISH_LATER_SECONDS,
+                cancel_after=FINISH_LATER_SECONDS, poll=FINISH_POLL_SECONDS,
+            )  # fmt: skip
+        except SlurmError as exc:
+            log.error(f"stage-out of container {state.id} not run: {exc.message}")
+            return 1
+        if not ended:
+            log.error(
+                f"stage-out of container {state.id} not run: its steps in job {job_id} "
+                f"still run; `scrun delete {state.id}` runs it once they have ended"
+            )
+            return 1
+        run_stage_out(ctx, spool)
+        spool.remove()
+        return 0
+
+    fork(finisher)
 
 
 def delete_container(
@@ -197,8 +259,8 @@ def delete_container(
             state = ContainerState.load(spool)
         except ContainerNotFound:
             return  # it was still being created: the failed `create` has cleaned up
-    release_leftovers(ctx, spool, state)
-    spool.remove()
+    if release_leftovers(ctx, spool, state):
+        spool.remove()
 
 
 def delete_matching(ctx: CommandContext, pattern: str, *, force: bool) -> int:
