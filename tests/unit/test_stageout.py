@@ -215,11 +215,18 @@ def test_a_stage_out_whose_tasks_outlive_their_cancel_runs_once_they_have_ended(
     """A step Slurm still lists KillWait + step_grace seconds after its cancel (a task
     that ignores SIGKILL, until Slurm gives up on it): its tasks may still write, so the
     delete does not stage out (one line says so); it ends the job and completes, and a
-    process of its own runs the stage-out once Slurm lists the step no more, then removes
-    the spool: what the container wrote still comes back."""
+    process of its own runs the stage-out once Slurm lists the step no more, with the copy
+    of the container's config the spool keeps (the engine removes its bundle), then
+    removes the spool: what the container wrote still comes back."""
     with (tmp_path / "scrun.toml").open("a") as config:
         config.write("step_grace = 0.2\n")
     spool, out = crashed_container(tmp_path, site, job_ended=False)
+    bundle_config = tmp_path / "config.json"  # the engine's: gone once the delete returns
+    bundle_config.write_text('{"mounts": []}')
+    pending = PendingStageOut.load(spool)
+    assert pending is not None
+    pending.context.config_file = str(bundle_config)
+    pending.save(spool)
     steps = FakeSteps(fp, str(tmp_path / "bin"), 77, {0: "scrun"}, lingers=60)
     steps.job_cancelled = True  # the job's cancel does not end the step either
     began = time.monotonic()
@@ -232,8 +239,38 @@ def test_a_stage_out_whose_tasks_outlive_their_cancel_runs_once_they_have_ended(
         "stage-out of container crashed deferred: its steps in job 77 still run 0.2 s after "
         "they were cancelled; it runs once Slurm says they have ended"
     ) in err
+    bundle_config.unlink()
     wait_for("stage-out", out.exists)
     wait_for("removal of the spool", lambda: not os.path.isdir(spool.path))
+    config_file = out.read_text().split("|")[6]  # the spool's copy of the config, read
+    assert config_file == os.path.join(spool.path, "stage-config.json")
+
+
+def test_two_deletes_at_once_of_a_deferred_stage_out_run_it_once(
+    tmp_path, site, fp, finisher, monkeypatch
+):
+    """podman's `rm` and the cleanup conmon starts may delete a container at once: both
+    defer its stage-out, and one process of theirs runs it, once."""
+    with (tmp_path / "scrun.toml").open("a") as config:
+        config.write("step_grace = 0.2\n")
+    spool, out = crashed_container(tmp_path, site, job_ended=False)
+    steps = FakeSteps(fp, str(tmp_path / "bin"), 77, {0: "scrun"}, lingers=100)
+    steps.job_cancelled = True
+    runs = tmp_path / "stage-out-runs"
+    original = PendingStageOut.run
+
+    def run(pending: PendingStageOut, site_config: object) -> None:
+        with runs.open("a") as record:
+            record.write(f"{os.getpid()}\n")
+        time.sleep(0.3)  # (the other finisher comes meanwhile, if there is one)
+        original(pending, site_config)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PendingStageOut, "run", run)
+    assert main(["delete", "crashed"]) == 0
+    assert main(["delete", "crashed"]) == 0
+    wait_for("removal of the spool", lambda: not os.path.isdir(spool.path))
+    time.sleep(0.5)
+    assert out.exists() and len(runs.read_text().split()) == 1
 
 
 def test_a_deferred_stage_out_gives_up_after_its_bound_and_leaves_the_spool(

@@ -210,16 +210,30 @@ def finish_later(ctx: CommandContext, spool: Spool, state: ContainerState) -> No
     device (the engine reads ours until every copy of it is closed), it waits until Slurm
     lists none of the container's steps (Slurm ends a task that ignores SIGKILL at the
     node's UnkillableStepTimeout, and drains the node), FINISH_LATER_SECONDS at most, then
-    runs the stage-out and removes the spool. Past that, both stay for a `scrun delete`."""
+    runs the stage-out and removes the spool. Past that, both stay for a `scrun delete`.
+    One finisher a container: the engine may delete it twice at once (podman's `rm` and
+    the cleanup conmon starts when the anchor ends), and two stage-outs would race."""
     job_id = state.job_id
     if job_id is None:  # (a stage-out is deferred only for a job's steps)
         return
+    from scrunlib.stageout import PendingStageOut
+
+    pending = PendingStageOut.load(spool)
+    if pending is not None:  # (the engine removes the bundle next: the script reads it)
+        pending.keep_config(spool)
 
     def finisher() -> int:
         os.setsid()
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
+        import fcntl
+
+        try:  # (held until this process ends)
+            lock = os.open(os.path.join(spool.path, "finishing"), os.O_WRONLY | os.O_CREAT, 0o600)
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another delete's finisher has it, or the spool has gone
+            return 0
         from scrunlib.slurm import Slurm
 
         slurm = Slurm(ctx.site, ctx.slurm_conf)
