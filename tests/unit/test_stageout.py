@@ -202,6 +202,11 @@ def wait_for(what, condition, seconds=10.0):
         time.sleep(0.02)
 
 
+# `scrun delete` forks its finisher with one thread; pytest's process may hold other
+# tests' threads, and Python 3.12+ warns at each fork then.
+FORKS = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+
+
 @pytest.fixture
 def finisher(monkeypatch):
     """The deferred stage-out's process asks Slurm every 0.01 s, for 1 s at most."""
@@ -209,6 +214,7 @@ def finisher(monkeypatch):
     monkeypatch.setattr("scrun_cli.delete.FINISH_LATER_SECONDS", 1.0)
 
 
+@FORKS
 def test_a_stage_out_whose_tasks_outlive_their_cancel_runs_once_they_have_ended(
     tmp_path, site, fp, capsys, finisher
 ):
@@ -246,6 +252,7 @@ def test_a_stage_out_whose_tasks_outlive_their_cancel_runs_once_they_have_ended(
     assert config_file == os.path.join(spool.path, "stage-config.json")
 
 
+@FORKS
 def test_two_deletes_at_once_of_a_deferred_stage_out_run_it_once(
     tmp_path, site, fp, finisher, monkeypatch
 ):
@@ -273,6 +280,7 @@ def test_two_deletes_at_once_of_a_deferred_stage_out_run_it_once(
     assert out.exists() and len(runs.read_text().split()) == 1
 
 
+@FORKS
 def test_a_deferred_stage_out_gives_up_after_its_bound_and_leaves_the_spool(
     tmp_path, site, fp, finisher
 ):
