@@ -11,7 +11,7 @@
 #   4. slurmctld's RPCs a minute by message type (`sdiag --reset`, BENCH_SCALE_SDIAG_SECONDS
 #      (60) of nothing but the containers waiting, `sdiag`) while N-16 are queued;
 #   5. the time `podman rm -f` of all takes (target <= 30 s), and what was left behind
-#      (spool directories, processes, jobs).
+#      (containers podman still lists, spool directories, processes, jobs).
 # BENCH_SCALE_RUNTIME=crun: the same containers through crun (1., 3. and 5.), the reference;
 # BENCH_SCALE_RUNTIME=upstream: through Slurm's own scrun (lib.sh upstream_runtime), which
 # blocks in `create` until the job is granted: at most 16, all running.
@@ -187,6 +187,9 @@ PY
     podman rm -f -t 0 "${names[@]}" >/dev/null 2>&1 || true
   fi
   : >"$out/started"
+  local kept
+  kept="$(podman ps -a --filter "label=scrun-scale" -q | wc -l)"
+  [ "$kept" = 0 ] || echo "   left: $kept containers podman still lists (not removed)"
   echo "   $(nothing_left || true)"
 }
 
