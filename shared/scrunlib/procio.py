@@ -81,3 +81,12 @@ def srun_stdio(pty_slave: int | None) -> dict[str, Any]:
         "start_new_session": True,
         "preexec_fn": controlling_tty,
     }
+
+
+def detach_stdio() -> None:
+    """Our stdin, stdout and stderr become the null device: whoever reads our output until
+    every copy of it is closed (podman, conmon) is not kept waiting by us."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)

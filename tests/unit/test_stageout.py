@@ -14,6 +14,7 @@ from scrunlib.lua.records import StageContext
 from scrunlib.spool import Spool
 from scrunlib.stageout import PendingStageOut
 from scrunlib.state import ContainerState, Status, process_start_time
+from waiting import wait_for
 
 RECORDING_SCRIPT = """
 function slurm_scrun_stage_in(id, bundle, spool_dir, config_file, job_id, user_id, group_id,
@@ -193,13 +194,6 @@ def test_delete_waits_killwait_for_the_tasks_of_a_job_slurm_is_ending(tmp_path, 
     assert out.exists()  # stage-out ran
     assert steps.events[-2:] == ["squeue: none", "scancel 77"]
     assert not os.path.isdir(spool.path)
-
-
-def wait_for(what, condition, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"no {what} in {seconds} s"
-        time.sleep(0.02)
 
 
 # `scrun delete` forks its finisher with one thread; pytest's process may hold other

@@ -121,7 +121,7 @@ class Container:
             # a terminal and no console socket, `scrun run` in the foreground: the caller's
             # terminal is the container's, srun --pty takes it over.)
             self.stderr.use(self.pty_slave)
-            _detach_stdio()
+            procio.detach_stdio()
         log.verbose(f"container {self.state.id} created in job {self.state.job_id}")
         if self.life.phase == Phase.READY:
             self._fetch_job_env()
@@ -480,10 +480,3 @@ def _drain(fd: int) -> None:
             pass
     except BlockingIOError:
         pass
-
-
-def _detach_stdio() -> None:
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    os.close(devnull)

@@ -223,11 +223,12 @@ def finish_later(ctx: CommandContext, spool: Spool, state: ContainerState) -> No
         pending.keep_config(spool)
 
     def finisher() -> int:
-        os.setsid()
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
         import fcntl
+
+        from scrunlib.procio import detach_stdio
+
+        os.setsid()
+        detach_stdio()
 
         try:  # (held until this process ends)
             lock = os.open(os.path.join(spool.path, "finishing"), os.O_WRONLY | os.O_CREAT, 0o600)
