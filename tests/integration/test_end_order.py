@@ -251,6 +251,40 @@ def test_removal_during_stage_in_leaves_nothing(
     assert site.scrun("state", cid).returncode != 0  # its state is gone
 
 
+def test_a_sigkill_during_stage_in_ends_the_container_before_its_long_stage_out(
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    tmp_path: Path,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """podman waits 5 s for the anchor's exit after its SIGKILL, then fails its `rm -f`
+    ("given PIDs did not die within timeout"). Killed before its step ran, the anchor
+    exits at once and leaves the stage-out (here 8 s long) and the job's end to `scrun
+    delete`, which podman runs next and does not bound: the removal succeeds, the
+    stage-out has run, nothing is left."""
+    command = unique_sleep()
+    marker = tmp_path / "staged-out"
+    hooks = stage_in_running(command).replace(
+        "function slurm_scrun_stage_out(...) return cluster_stage_out(...) end\n",
+        "function slurm_scrun_stage_out(...)\n"
+        f'  slurm.allocator_command("sleep 8; touch {marker}")\n'
+        "  return cluster_stage_out(...)\nend\n",
+    )
+    site = site_runtime(with_cluster_staging(cluster, hooks), settings={"create_wait": 1})
+    name = f"scrun-end-{uuid.uuid4().hex[:10]}"
+    started = site.podman("run", "-d", "--name", name, IMAGE, "true")
+    assert started.returncode == 0, started.stderr
+    wait_for("stage-in's command", lambda: command in login_processes(), 30)
+    anchor = state_of(site, started.stdout.strip())["pid"]
+    killed = site.podman("kill", "-s", "KILL", name)
+    assert killed.returncode == 0, killed.stderr
+    wait_for("the anchor's exit", lambda: not Path(f"/proc/{anchor}").exists(), 3)
+    assert not marker.exists()  # left to delete
+    removed = site.podman("rm", "-f", "-t", "0", name, timeout=120)
+    assert removed.returncode == 0, removed.stderr
+    assert marker.exists()
+
+
 def process_args(pid: int) -> str:
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()

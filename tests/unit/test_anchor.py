@@ -747,6 +747,58 @@ def test_kill_before_start_ends_the_container(fp, site, spool, created) -> None:
     assert job_status(site) == "143"  # the holder killed itself with SIGTERM
 
 
+def test_a_sigkill_before_start_ends_at_once_leaving_stage_out_and_the_job_to_delete(
+    fp, site, spool, bundle, staged, monkeypatch
+) -> None:
+    """SIGKILL is immediate: the engine waits 5 s for the anchor's exit (podman's `rm -f`
+    fails past them), more than a stage-out and the job's end may take on a login node
+    busy removing hundreds. Before the step ran, the anchor leaves both to `scrun delete`
+    (what the spool says is pending: stage.json, with the config's copy, and the job)."""
+    steps = FakeSteps(fp, str(site.bin), JOB, {})
+    seen = record_stage_out(monkeypatch, spool, steps)
+    assert staged.handle({"op": "kill", "signal": 9}) == {"ok": True}
+    assert staged.stop() == 137
+    assert seen == []
+    state = saved(spool)
+    assert (state.exit_code, state.job_ended) == (137, False)
+    assert state.effective_status() == Status.STOPPING  # stopped once the anchor has exited
+    pending = PendingStageOut.load(spool)
+    assert pending is not None
+    assert pending.context.config_file == os.path.join(spool.path, "stage-config.json")
+    assert not (site.bin / "salloc.status").exists()  # the job is still held
+    assert fp.call_count([site.tool("scancel"), fp.any()]) == 0
+    assert not os.path.exists(spool.socket)
+
+
+def test_a_sigkill_during_stage_in_kills_its_commands_and_leaves_the_rest_to_delete(
+    fp, site, spool, bundle, tmp_path
+) -> None:
+    marks = tmp_path / "marks"
+    (site.slurm_conf.parent / "scrun.lua").write_text(
+        f"""
+local function mark(text) local f = io.open("{marks}", "a"); f:write(text); f:close() end
+function slurm_scrun_stage_in()
+  mark("in "); slurm.allocator_command("sleep 30"); mark("slept "); return slurm.SUCCESS
+end
+function slurm_scrun_stage_out() mark("out"); return slurm.SUCCESS end
+"""
+    )
+    site.config.create_wait = 0.3
+    expect_allocation(fp, site)
+    container = Container(creation(site, spool, bundle).create())
+    assert saved(spool).status == Status.CREATED  # reported while stage-in runs
+    began = time.monotonic()
+    assert container.handle({"op": "kill", "signal": 9}) == {"ok": True}
+    assert container.stop() == 137
+    assert time.monotonic() - began < 5
+    assert marks.read_text().startswith("in ") and "out" not in marks.read_text()
+    assert PendingStageOut.load(spool) is not None
+    assert not saved(spool).job_ended
+    allocation = container.preparation.allocation
+    assert allocation is not None and allocation.held()  # for `scrun delete` to end
+    allocation.reap(timeout=0)
+
+
 def test_a_joined_job_runs_a_step_of_its_own_and_is_not_ended(
     fp, site, spool, bundle, monkeypatch
 ) -> None:
@@ -876,15 +928,17 @@ def test_a_queued_job_whose_salloc_was_killed_is_cancelled(fp, site, spool, queu
 
 
 @pytest.mark.parametrize("revokes", [True, False], ids=["salloc revokes it", "salloc dies"])
-def test_kill_while_queued_withdraws_the_job(fp, site, spool, queued, revokes) -> None:
+@pytest.mark.parametrize("signum", [15, 9])
+def test_kill_while_queued_withdraws_the_job(fp, site, spool, queued, revokes, signum) -> None:
     """SIGINT makes salloc revoke the job, which it says: nothing more is sent. A salloc
     that does not say so (it died of the signal, slurmctld did not answer it) leaves a job
-    that may outlive it: scancel of its id (no listing of the user's jobs) makes sure."""
+    that may outlive it: scancel of its id (no listing of the user's jobs) makes sure.
+    (A SIGKILL too: nothing was granted, the withdrawal is all there is to undo.)"""
     if revokes:
         (site.bin / "salloc.revokes").touch()
     fp.register([site.tool("scancel"), "--quiet", str(JOB)], returncode=1, stderr="Invalid job id")
-    assert queued.handle({"op": "kill", "signal": 15}) == {"ok": True}
-    assert queued.stop() == 143
+    assert queued.handle({"op": "kill", "signal": signum}) == {"ok": True}
+    assert queued.stop() == 128 + signum
     assert fp.call_count([site.tool("scancel"), "--quiet", str(JOB)]) == (0 if revokes else 1)
     assert fp.call_count([site.tool("squeue"), fp.any()]) == 0
     assert saved(spool).job_ended

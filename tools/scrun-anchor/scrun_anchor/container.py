@@ -15,8 +15,9 @@ Container.stop(): (stopping) end the step (scancel, then SIGTERM → SIGKILL to 
            ended), record the exit code, end the preparation (a queued job withdrawn;
            stage-out once the tasks have ended: staged out; the job ended, salloc ending
            it with the container's exit status, only our steps in a job we joined: done,
-           `stopped`), remove the socket, return the container's exit code (128+N for
-           signal N).
+           `stopped`; a SIGKILL once granted, before the step ran, leaves stage-out and
+           the job's end to `scrun delete`), remove the socket, return the container's
+           exit code (128+N for signal N).
 Every wait is bounded but the queue's (a pending job waits for as long as Slurm keeps it;
 the anchor sleeps in select() meanwhile, reading the job's reason every `queue_poll`
 seconds). state.json is written at every transition: it is what the other scrun commands read.
@@ -105,6 +106,7 @@ class Container:
         self.sigkill = step_signals.StepKill(self.slurm, self.state, self.site, self.stderr)
         self.step_lost = False
         self.signalled = False  # by the engine, once it ran: its end is no failed launch
+        self.killed_unstarted = False  # SIGKILLed granted, before its step was launched
 
     # ------------------------------------------------------------------ serve
     def serve(self) -> int:
@@ -299,6 +301,8 @@ class Container:
             if signum in HARMLESS_SIGNALS:
                 return
             self.exit_code = 128 + signum
+            # granted: its stage-out and job's end are left to `scrun delete` (see stop())
+            self.killed_unstarted = signum == signal.SIGKILL and self.life.phase != Phase.QUEUED
             self.life.stop(f"signal {signum} before its step started")
         elif state.status == Status.RUNNING:
             self.signalled = True
@@ -367,7 +371,10 @@ class Container:
                 )
         state.exit_code = self.exit_code
         state.save(self.spool)  # should we die in stage-out, `state` has the exit code
-        self.preparation.end(self.exit_code, tasks_ended=tasks_ended)  # done: `stopped`
+        if self.killed_unstarted:  # ends now, as a process does: the engine waits 5 s
+            self.preparation.leave_to_delete()
+        else:
+            self.preparation.end(self.exit_code, tasks_ended=tasks_ended)  # done: `stopped`
         protocol.stop_listening(self.server, self.spool.socket)
         log.verbose(f"container {state.id} stopped with exit code {self.exit_code}")
         log.debug(f"container {state.id} phases: {self.clock.summary()}")

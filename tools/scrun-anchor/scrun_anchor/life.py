@@ -15,7 +15,9 @@ staging     scrun.lua's stage-in runs (at once `staged` without a scrun.lua)
 ready       what the step runs is known; `start` launches it
 running     the step's srun runs
 stopping    the container ends: its step's tasks are ended (and Slurm confirms it)
-staged out  stage-out has run, or is left to `scrun delete` while tasks may still run
+staged out  stage-out has run, or is left to `scrun delete` while tasks may still run;
+            a container SIGKILLed before its step ran ends here: its job's end is left to
+            `scrun delete` too (the anchor exits at once, as a SIGKILLed process would)
 done        the job is ended (salloc ends it with the container's exit code)
 
 The events: `granted` (salloc's answer, or the job joined), `staged`, `launched`, `step

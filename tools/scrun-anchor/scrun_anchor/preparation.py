@@ -284,6 +284,23 @@ class Preparation:
                 self._end_job(state.job_id, exit_code)
         self.life.transition(Event.RELEASED)
 
+    def leave_to_delete(self) -> None:
+        """The container was SIGKILLed once granted, before its step ran: it ends at once,
+        as a process ends of SIGKILL. The engine waits 5 s for the anchor's exit (past them
+        podman's `rm -f` fails: "given PIDs did not die within timeout"), and a stage-out
+        and a job's end can take longer on a login node busy removing hundreds. What is in
+        flight stops (stage-in's commands are killed); the stage-out (no task ran: it only
+        removes what stage-in staged) and the job's end are left to `scrun delete`, which
+        the engine runs next, as after an anchor that died (the spool says both are
+        pending: stage.json, job_ended false). The Life stays at `staged out`."""
+        staging = self.staging  # (abandon forgets a stage-in that would not end)
+        self.abandon()
+        if self.run_bundle is not None:
+            remove_node_copy(self.run_bundle, self.state.bundle)
+        if staging is not None:
+            staging.leave_pending()
+        self.life.transition(Event.STAGED_OUT)
+
     def _end_job(self, job_id: int, exit_code: int | None) -> None:
         """End what is the container's in Slurm: our allocation with the container's
         `exit_code` (salloc ends the job with it: COMPLETED 0:0, FAILED 3:0, FAILED 0:9),
