@@ -289,3 +289,30 @@ def test_a_deferred_stage_out_gives_up_after_its_bound_and_leaves_the_spool(
     time.sleep(2.0)  # past the finisher's bound (1 s)
     assert not out.exists()
     assert os.path.isdir(spool.path) and os.path.exists(spool.stage_file)
+
+
+@FORKS
+def test_two_deletes_at_once_of_a_dead_anchors_container_stage_out_once(
+    tmp_path, site, steps, monkeypatch
+):
+    """podman's `rm` and the cleanup conmon starts delete a container whose anchor has
+    ended at once (a SIGKILL before its step ran leaves its stage-out and job so): one of
+    them stages out and ends the job, the other finds the spool gone."""
+    spool, out = crashed_container(tmp_path, site, job_ended=False)
+    runs = tmp_path / "stage-out-runs"
+    original = PendingStageOut.run
+
+    def run(pending: PendingStageOut, site_config: object) -> None:
+        with runs.open("a") as record:
+            record.write(f"{os.getpid()}\n")
+        time.sleep(0.5)  # (the other delete comes meanwhile)
+        original(pending, site_config)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PendingStageOut, "run", run)
+    other = os.fork()
+    if other == 0:
+        os._exit(main(["delete", "crashed"]))
+    assert main(["delete", "crashed"]) == 0
+    assert os.waitstatus_to_exitcode(os.waitpid(other, 0)[1]) == 0
+    assert out.exists() and len(runs.read_text().split()) == 1
+    assert not os.path.isdir(spool.path)

@@ -86,7 +86,7 @@ def send_signal(pid: int, signum: int) -> bool:
 def stop_anchor(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
     """SIGTERM makes the anchor end the step and job, stage out and exit. One still busy
     after `delete_timeout` (a long stage-out) is waited for as long as its hooks and step may
-    take, then killed; the leftovers are then ended by `release_leftovers`. One that cannot
+    take, then killed; the leftovers are then ended by `release_and_remove`. One that cannot
     act is killed at once and its job ended here: a ScrunError (see the module docstring)."""
     pid, start_time = state.anchor_pid, state.anchor_start_time
     if not send_signal(pid, SIGTERM):
@@ -142,29 +142,73 @@ def end_job_of_stuck_anchor(ctx: CommandContext, spool: Spool, stuck: str) -> St
     )
 
 
-def release_leftovers(ctx: CommandContext, spool: Spool, state: ContainerState) -> bool:
-    """After an anchor that did not finish (it died; or it left stage-out pending, its
-    tasks still running): end our step's srun, stage out once the tasks have ended (while
-    the job still runs, as the anchor would have), end our job. The normal case, nothing
-    pending and the job ended, runs no Slurm command. False when the stage-out was left to
-    `finish_later` (the spool is then its)."""
+def release_and_remove(ctx: CommandContext, spool: Spool, state: ContainerState) -> None:
+    """Remove the spool, after what an anchor that did not finish left (it died; or it
+    left stage-out pending, its tasks still running, or its job's end too after a SIGKILL
+    before its step ran): our step's srun ended, the stage-out run once the tasks have
+    ended (while the job still runs, as the anchor would have), our job ended. The normal
+    case, nothing pending and the job ended, runs no Slurm command. A stage-out that must
+    wait is left to `finish_later`, with the spool. One delete releases at a time: the
+    engine may delete a container twice at once (podman's `rm` and the cleanup conmon
+    starts when the anchor ends), and two stage-outs of one container would race; the
+    second finds the spool gone, or what the first left."""
     if state.step_pid and process_alive(state.step_pid, state.step_start_time):
         send_signal(state.step_pid, SIGKILL)
-    pending = os.path.exists(spool.stage_file)
+    if not leftovers(spool, state):
+        spool.remove()
+        return
+    lock = spool_lock(spool, "releasing", wait=True)
+    if lock is None:  # the other delete removed the spool
+        return
+    try:
+        state = ContainerState.load(spool)
+        staged_out = not leftovers(spool, state) or release(ctx, spool, state)
+        if staged_out:
+            spool.remove()
+    except ContainerNotFound:  # the other delete removed it
+        return
+    finally:
+        os.close(lock)  # (before the finisher's fork: it would hold the lock too)
+    if not staged_out:
+        finish_later(ctx, spool, state)
+
+
+def leftovers(spool: Spool, state: ContainerState) -> bool:
+    """Whether a stage-out is pending or our job not ended."""
     job_left = state.job_id is not None and not state.job_ended
-    if not pending and not job_left:
-        return True
+    return job_left or os.path.exists(spool.stage_file)
+
+
+def spool_lock(spool: Spool, name: str, *, wait: bool) -> int | None:
+    """An exclusive flock on the spool's file `name`, held until the fd is closed or its
+    process ends; None when the spool has gone, or (not `wait`) another process holds it.
+    The wait is bounded by the holder: a delete whose every step is bounded."""
+    import fcntl  # only on the fault paths
+
+    try:
+        fd = os.open(os.path.join(spool.path, name), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def release(ctx: CommandContext, spool: Spool, state: ContainerState) -> bool:
+    """Stage out (once the tasks have ended) and end our job: False when the stage-out
+    must wait longer (`stage_out_left`)."""
     from scrunlib.slurm import Slurm  # only on this fault path (lint_tree/hotpath.py)
 
     slurm = Slurm(ctx.site, ctx.slurm_conf)
-    staged_out = not pending or stage_out_left(ctx, spool, state, slurm)
-    if state.job_id is not None and job_left:
+    staged_out = not os.path.exists(spool.stage_file) or stage_out_left(ctx, spool, state, slurm)
+    if state.job_id is not None and not state.job_ended:
         slurm.end_container_job(
             state.job_id, existing_job=state.existing_job, step_name=state.step_name
         )
         log.verbose(f"delete: ended job {state.job_id} left by a dead anchor")
-    if not staged_out:
-        finish_later(ctx, spool, state)
     return staged_out
 
 
@@ -223,18 +267,12 @@ def finish_later(ctx: CommandContext, spool: Spool, state: ContainerState) -> No
         pending.keep_config(spool)
 
     def finisher() -> int:
-        import fcntl
-
         from scrunlib.procio import detach_stdio
 
         os.setsid()
         detach_stdio()
-
-        try:  # (held until this process ends)
-            lock = os.open(os.path.join(spool.path, "finishing"), os.O_WRONLY | os.O_CREAT, 0o600)
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # another delete's finisher has it, or the spool has gone
-            return 0
+        if spool_lock(spool, "finishing", wait=False) is None:  # (held until we end)
+            return 0  # another delete's finisher has it, or the spool has gone
         from scrunlib.slurm import Slurm
 
         slurm = Slurm(ctx.site, ctx.slurm_conf)
@@ -274,8 +312,7 @@ def delete_container(
             state = ContainerState.load(spool)
         except ContainerNotFound:
             return  # it was still being created: the failed `create` has cleaned up
-    if release_leftovers(ctx, spool, state):
-        spool.remove()
+    release_and_remove(ctx, spool, state)
 
 
 def delete_matching(ctx: CommandContext, pattern: str, *, force: bool) -> int:
