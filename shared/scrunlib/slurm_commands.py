@@ -250,6 +250,21 @@ JOB_HOLDER = (
 )
 
 
+def salloc_variables(environment: bytes) -> dict[str, str] | None:
+    """The job's SLURM_* variables from the environment salloc gave the job holder
+    (`env -0`'s NUL-terminated entries): its output variables (SLURM_JOB_ID,
+    SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE, …), as Slurm gives any command of a job.
+    scrun passes salloc no SLURM_* variable but SLURM_CONF (command_environment), which
+    is left out: each command gets scrun's own. None when there is no SLURM_JOB_ID (the
+    holder could not say): the caller reads the job's record instead."""
+    env = {}
+    for entry in environment.split(b"\0"):
+        name, equals, value = entry.decode(errors="replace").partition("=")
+        if equals and name.startswith("SLURM_") and name != "SLURM_CONF":
+            env[name] = value
+    return env if env.get("SLURM_JOB_ID", "").isdigit() else None
+
+
 def salloc_argv(
     salloc: str, job_name: str, container_id: str, options: Sequence[str], version: SlurmVersion
 ) -> list[str]:

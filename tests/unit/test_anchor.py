@@ -849,6 +849,7 @@ while [ ! -e "$0.grant" ]; do
   if [ -e "$0.revoke" ]; then echo "salloc: Job allocation {JOB} has been revoked." >&2; exit 1; fi
   sleep 0.02
 done
+[ -e "$0.ignores" ] && trap '' INT  # as real salloc running its command
 while [ "$1" != "--" ]; do shift; done; shift
 {SALLOC_VARIABLES} "$@"; echo $? > "$0.status"
 """
@@ -943,6 +944,27 @@ def test_kill_while_queued_withdraws_the_job(fp, site, spool, queued, revokes, s
     assert fp.call_count([site.tool("squeue"), fp.any()]) == 0
     assert saved(spool).job_ended
     assert queued.preparation.submission is None  # salloc was told (SIGINT) and is gone
+
+
+def test_a_job_granted_as_it_is_withdrawn_is_cancelled_at_once(fp, site, spool, queued) -> None:
+    """Slurm grants the job a moment before the SIGKILL: salloc, running the holder by
+    then, ignores SIGINT (seen in a mass removal: the withdrawal waited REFUSAL_SECONDS
+    for salloc, past the 5 s podman waits). The holder's answer is read, and the job is
+    cancelled at once; Slurm's cancel ends salloc (here: SIGTERM to its group)."""
+    (site.bin / "salloc.ignores").touch()
+    submission = queued.preparation.submission
+    assert submission is not None
+    salloc_group = submission.salloc.pid
+    cancel = [site.tool("scancel"), "--quiet", str(JOB)]
+    fp.register(cancel, callback=lambda _: os.killpg(salloc_group, signal.SIGTERM))
+    (site.bin / "salloc.grant").touch()
+    assert select.select([submission.fileno()], [], [], 10)[0]  # answered, not yet read
+    began = time.monotonic()
+    assert queued.handle({"op": "kill", "signal": 9}) == {"ok": True}
+    assert queued.stop() == 137
+    assert time.monotonic() - began < 3
+    assert fp.call_count(cancel) == 1
+    assert saved(spool).job_ended
 
 
 def test_harmless_signals_do_not_end_a_queued_container(queued) -> None:

@@ -10,7 +10,7 @@ import pytest
 from fake_steps import FakeSteps
 from scrunlib.errors import SlurmError
 from scrunlib.siteconfig import SiteConfig
-from scrunlib.slurm import Slurm, salloc_variables
+from scrunlib.slurm import Slurm
 from scrunlib.slurm_commands import (
     JOB_HOLDER,
     StepCommand,
@@ -22,6 +22,7 @@ from scrunlib.slurm_commands import (
     parse_scontrol_record,
     remote_command_argv,
     salloc_argv,
+    salloc_variables,
     step_argv,
     steps_argv,
     tagged_container,
