@@ -204,17 +204,18 @@ class Submission:
         in time is killed). A job it did not say it revoked is cancelled: by the id salloc
         named (one scancel; a `podman rm -f` of all withdraws hundreds at once), else any
         job tagged with the container's id (a listing of the user's jobs). A job granted
-        before the SIGINT (its holder's answer is on the way) is cancelled at once: salloc
-        runs the holder then, and ignores SIGINT (seen in a mass removal: 10 s lost)."""
+        before the SIGINT (its holder's answer is on the way) is cancelled at once (salloc
+        runs the holder then, and ignores SIGINT), and its salloc killed should it not end
+        at once (seen in a mass removal: 10 s past the 5 s podman waits)."""
         self.salloc.signal_group(SIGINT)
         import select  # (a builtin module: no import cost to speak of)
 
         answer = [self._answer] if self._answer >= 0 else []  # (closed: granted() read it)
         answered = select.select(answer, [], [], REFUSAL_SECONDS if answer else 0)[0]
         granted = _read_answer(self._answer)[0].strip().partition(" ")[0] if answered else ""
-        if granted.isdigit():
+        if granted.isdigit():  # cancelled: salloc, once Slurm tells it, has nothing to hold
             self.slurm.cancel(int(granted))
-        self.salloc.end(REFUSAL_SECONDS)
+        self.salloc.end(CANCELLED_SECONDS if granted.isdigit() else REFUSAL_SECONDS)
         messages = self.messages()
         self._close()
         if granted.isdigit():
@@ -237,8 +238,10 @@ class Submission:
         self._holder_input = self._answer = self._messages = -1
 
 
-# How long salloc may take to end once it has refused or revoked a job, or been told to.
+# How long salloc may take to end once it has refused or revoked a job, or been told to;
+# and once the job it held was cancelled (seen taking more than 10 s in a mass removal).
 REFUSAL_SECONDS = 10.0
+CANCELLED_SECONDS = 1.0
 
 
 def cluster_name(slurm_conf: str) -> str:
