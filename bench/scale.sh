@@ -46,6 +46,13 @@ scale() {
     echo "== upstream scrun waits in create for the grant: N = 16, not $count"
     count=16
   fi
+  # a container an earlier run could not remove (podman's rm -f failed) would take a name
+  # and be counted: removed first
+  mapfile -t leftover < <(podman ps -a --filter "label=scrun-scale" -q)
+  if [ "${#leftover[@]}" -gt 0 ]; then
+    echo "   removing ${#leftover[@]} container(s) an earlier run left"
+    podman rm -f -t 0 "${leftover[@]}" >/dev/null || true
+  fi
   : >"$out/started"
   echo "== N = $count ($RUNTIME; $(srun --version); $(podman --version); $(nproc) cores," \
     "$(available_mb) MB available)"
