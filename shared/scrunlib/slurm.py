@@ -215,11 +215,12 @@ class Submission:
         granted = _read_answer(self._answer)[0].strip().partition(" ")[0] if answered else ""
         if granted.isdigit():  # cancelled: salloc, once Slurm tells it, has nothing to hold
             self.slurm.cancel(int(granted))
-        self.salloc.end(CANCELLED_SECONDS if granted.isdigit() else REFUSAL_SECONDS)
+            self.salloc.end(CANCELLED_SECONDS)
+            self._close()
+            return
+        self.salloc.end(REFUSAL_SECONDS)
         messages = self.messages()
         self._close()
-        if granted.isdigit():
-            return
         job_id = queued_job_id(messages)
         if job_id is None or not revoked_job(messages, job_id):
             self._cancel(job_id)
