@@ -487,13 +487,19 @@ def test_a_stage_out_that_fails_is_told_on_the_containers_stderr(
     name = f"scrun-stage-out-{uuid.uuid4().hex[:10]}"
     base.mkdir()
     kept = None
-    # it writes once /out/go is there (`podman exec` makes it, in the container's copy)
-    program = "while [ ! -e /out/go ]; do sleep 0.1; done; echo x > /out/f; exit 3"
+    # it writes once /out/go is there (`podman exec` makes it, in the container's copy), a
+    # second later: its end kills every process left in it, as through crun, and the exec's
+    # touch may not have exited the moment its file appears
+    program = "while [ ! -e /out/go ]; do sleep 0.1; done; sleep 1; echo x > /out/f; exit 3"
     try:
         started = podman.scrun(
             "run", "-d", "--name", name, "-v", f"{base}:/out", IMAGE, "sh", "-c", program
         )  # fmt: skip
         assert started.returncode == 0, started.stderr
+        # where the failed stage-out keeps it, whatever part of the test fails
+        kept = (
+            Path(cluster["SCRUN_SHARED_DIR"]) / str(os.getuid()) / "scrun" / started.stdout.strip()
+        )
         base.rmdir()
         base.write_text("not a directory any more\n")
         went = podman.scrun("exec", name, "touch", "/out/go")
@@ -505,8 +511,7 @@ def test_a_stage_out_that_fails_is_told_on_the_containers_stderr(
         assert len(told) == 1, logs.stderr
         assert told[0].startswith("scrun: error: stage-out failed: "), told
         found = re.search(r"what the container wrote is kept in (\S+)$", told[0])
-        assert found is not None, told
-        kept = Path(found.group(1))
+        assert found is not None and Path(found.group(1)) == kept, told
         assert (kept / "mounts").is_dir(), told
     finally:
         podman.scrun("rm", "-f", name)
