@@ -284,11 +284,7 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
     squeue = run(program("squeue", env)["-h", "-o", "%i %j %T %N %k"], timeout=30, env=env)
     if squeue.returncode != 0:
         problems.append(f"squeue failed: {squeue.stderr.strip()}")
-    problems += [
-        f"job still in squeue: {line}"
-        for line in squeue.stdout.splitlines()
-        if tagged_container([*line.split(maxsplit=4), ""][4].strip()) is not None
-    ]
+    problems += [f"job still in squeue: {line}" for line in scrun_jobs(squeue.stdout)]
     problems += [f"scrun-anchor still running: {p}" for p in anchor_processes()]
     for root in spool_roots(env):
         if root.is_dir():
@@ -316,18 +312,50 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
     # what scrun.lua staged into the shared scratch dir (<dir>/<uid>/scrun/<id> for the
     # cluster's docs/scrun-lua/shared-scratch.lua, <dir>/<uid>/slurm/scrun/<id> for the man
     # page's examples): their stage-out removes it
+    problems += [f"staged copy left in the shared dir: {d}" for d in staged_copies(env)]
+    # its image cache keeps images, but no mark of a container that is gone
+    problems += [f"image cache entry still marked in use: {mark}" for mark in in_use_marks(env)]
+    return problems
+
+
+def scrun_jobs(squeue_lines: str) -> list[str]:
+    """The lines of `squeue -o "%i %j %T %N %k"` of jobs scrun allocated."""
+    return [
+        line
+        for line in squeue_lines.splitlines()
+        if tagged_container([*line.split(maxsplit=4), ""][4].strip()) is not None
+    ]
+
+
+def staged_copies(env: Mapping[str, str]) -> list[Path]:
+    """The containers' copies in the shared dir (<dir>/<uid>/scrun/<id> for the cluster's
+    docs/scrun-lua/shared-scratch.lua, <dir>/<uid>/slurm/scrun/<id> for the man page's)."""
     shared = Path(env.get("SCRUN_SHARED_DIR", "/nonexistent"))
-    problems += [
-        f"staged copy left in the shared dir: {d}"
+    return [
+        d
         for pattern in ("[0-9]*/scrun/*", "[0-9]*/slurm/scrun/*")
         for d in sorted(shared.glob(pattern))
     ]
-    # its image cache keeps images, but no mark of a container that is gone
-    problems += [
-        f"image cache entry still marked in use: {mark}"
-        for mark in sorted(shared.glob("[0-9]*/scrun-cache/*/users/*"))
-    ]
-    return problems
+
+
+def in_use_marks(env: Mapping[str, str]) -> list[Path]:
+    """The marks of the containers using each image cache entry in the shared dir."""
+    shared = Path(env.get("SCRUN_SHARED_DIR", "/nonexistent"))
+    return sorted(shared.glob("[0-9]*/scrun-cache/*/users/*"))
+
+
+def clear_shared_leftovers(env: Mapping[str, str]) -> None:
+    """Cancel scrun's jobs and remove what the shared dir keeps of containers, after a test
+    that left them: each later test is then judged on what it leaves itself (one staged
+    copy left would otherwise fail every test after it)."""
+    squeue = run(program("squeue", env)["-h", "-o", "%i %j %T %N %k"], timeout=30, env=env)
+    jobs = [line.split()[0] for line in scrun_jobs(squeue.stdout)]
+    if jobs:
+        run(program("scancel", env)[jobs], timeout=30, env=env)
+    for copy in staged_copies(env):
+        shutil.rmtree(copy, ignore_errors=True)
+    for mark in in_use_marks(env):
+        mark.unlink(missing_ok=True)
 
 
 def node_roots(env: Mapping[str, str]) -> dict[str, Path]:
@@ -360,7 +388,11 @@ def no_leftovers(cluster: Cluster) -> Iterator[Callable[..., None]]:
         assert_no_leftovers(cluster.env, timeout=timeout)
 
     yield check
-    check()
+    try:
+        check()
+    except BaseException:
+        clear_shared_leftovers(cluster.env)
+        raise
 
 
 # ----------------------------------------------------------------------------- scrun.lua
