@@ -43,6 +43,7 @@ LEVELS: dict[str, int] = {
 }
 LEVEL_NAMES = {number: name for name, number in LEVELS.items()}
 FATAL, ERROR, INFO, VERBOSE, DEBUG = 1, 2, 3, 4, 5
+SYSLOG_SOCKET = "/dev/log"  # where syslog(3) writes; without it, no syslog output
 # runc's JSON log has only these level names; containerd and podman read them.
 _RUNC_LEVEL = {1: "error", 2: "error", 3: "info", 4: "info"}
 # Order matters: later variables override earlier ones (as upstream).
@@ -225,7 +226,7 @@ def _make_outputs() -> list[Output]:
         outputs.append(Output(s.file, style, _append(s.log_file)))
     if s.extra_file and s.extra_level:
         outputs.append(Output(s.extra_level, "text", _append(s.extra_file)))
-    if s.syslog and os.path.exists("/dev/log"):
+    if s.syslog and os.path.exists(SYSLOG_SOCKET):
         outputs.append(Output(s.syslog, "syslog", _to_syslog(s.program)))
     _outputs = outputs
     return outputs

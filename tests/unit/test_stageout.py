@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 import pytest
 from fake_steps import FakeSteps
@@ -276,19 +277,37 @@ def test_two_deletes_at_once_of_a_deferred_stage_out_run_it_once(
 
 @FORKS
 def test_a_deferred_stage_out_gives_up_after_its_bound_and_leaves_the_spool(
-    tmp_path, site, fp, finisher
+    tmp_path, site, fp, finisher, monkeypatch
 ):
     """A step Slurm never stops listing: the deferred stage-out is not run, and the spool
-    stays (with what stage-out needs) for a `scrun delete` by hand."""
+    stays (with what stage-out needs) for a `scrun delete` by hand. The finisher says so in
+    syslog (the engine has removed the --log file by then, and nobody reads its stderr)."""
     with (tmp_path / "scrun.toml").open("a") as config:
         config.write("step_grace = 0.2\n")
+    syslog = tmp_path / "syslog"
+    monkeypatch.setattr("scrunlib.log.SYSLOG_SOCKET", str(tmp_path))  # (one that exists)
+
+    def to_syslog(program: str) -> Callable[[int, str], None]:
+        def write(level: int, line: str) -> None:
+            with syslog.open("a") as stream:
+                stream.write(f"{program}: {level}: {line}\n")
+
+        return write
+
+    monkeypatch.setattr("scrunlib.log._to_syslog", to_syslog)
     spool, out = crashed_container(tmp_path, site, job_ended=False)
     steps = FakeSteps(fp, str(tmp_path / "bin"), 77, {0: "scrun"}, lingers=10**6)
     steps.job_cancelled = True
-    assert main(["delete", "crashed"]) == 0
+    assert main(["--log", str(tmp_path / "engine.log"), "delete", "crashed"]) == 0
+    (tmp_path / "engine.log").unlink()  # (what the engine does once it has read it)
     time.sleep(2.0)  # past the finisher's bound (1 s)
     assert not out.exists()
     assert os.path.isdir(spool.path) and os.path.exists(spool.stage_file)
+    assert syslog.read_text() == (
+        "scrun: 2: stage-out of container crashed not run: its steps in job 77 still run; "
+        "`scrun delete crashed` runs it once they have ended\n"
+    )
+    assert not (tmp_path / "engine.log").exists()
 
 
 @FORKS

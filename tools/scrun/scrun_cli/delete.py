@@ -255,6 +255,7 @@ def finish_later(ctx: CommandContext, spool: Spool, state: ContainerState) -> No
     lists none of the container's steps (Slurm ends a task that ignores SIGKILL at the
     node's UnkillableStepTimeout, and drains the node), FINISH_LATER_SECONDS at most, then
     runs the stage-out and removes the spool. Past that, both stay for a `scrun delete`.
+    Its errors go to syslog: nobody reads its stderr, and the engine removes its --log file.
     One finisher a container: the engine may delete it twice at once (podman's `rm` and
     the cleanup conmon starts when the anchor ends), and two stage-outs would race."""
     job_id = state.job_id
@@ -271,6 +272,9 @@ def finish_later(ctx: CommandContext, spool: Spool, state: ContainerState) -> No
 
         os.setsid()
         detach_stdio()
+        # the engine has had its answer and may remove its --log file: what this process
+        # has to say goes to syslog, its errors at least
+        log.configure(log.LogSettings(stderr=0, syslog=max(log.ERROR, log.settings().syslog)))
         if spool_lock(spool, "finishing", wait=False) is None:  # (held until we end)
             return 0  # another delete's finisher has it, or the spool has gone
         from scrunlib.slurm import Slurm
