@@ -281,7 +281,7 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
     problems = []
     # Every job scrun allocates carries its job tag as comment (scrunlib.slurm_commands.job_tag),
     # whatever its name (SCRUN_JOB_NAME); a job a test made itself does not.
-    squeue = run(program("squeue", env)["-h", "-o", "%i %j %T %N %k"], timeout=30, env=env)
+    squeue = list_jobs(env)
     if squeue.returncode != 0:
         problems.append(f"squeue failed: {squeue.stderr.strip()}")
     problems += [f"job still in squeue: {line}" for line in scrun_jobs(squeue.stdout)]
@@ -309,17 +309,20 @@ def leftovers(env: Mapping[str, str]) -> list[str]:
             f"exit code record left on {node}: {record.relative_to(root)}"
             for record in sorted((root / "run" / "user").glob("[0-9]*/scrun-exit/*"))
         ]
-    # what scrun.lua staged into the shared scratch dir (<dir>/<uid>/scrun/<id> for the
-    # cluster's docs/scrun-lua/shared-scratch.lua, <dir>/<uid>/slurm/scrun/<id> for the man
-    # page's examples): their stage-out removes it
+    # what scrun.lua staged into the shared scratch dir: their stage-out removes it
     problems += [f"staged copy left in the shared dir: {d}" for d in staged_copies(env)]
     # its image cache keeps images, but no mark of a container that is gone
     problems += [f"image cache entry still marked in use: {mark}" for mark in in_use_marks(env)]
     return problems
 
 
+def list_jobs(env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """`squeue`: every job, a line each (id, name, state, nodes, comment)."""
+    return run(program("squeue", env)["-h", "-o", "%i %j %T %N %k"], timeout=30, env=env)
+
+
 def scrun_jobs(squeue_lines: str) -> list[str]:
-    """The lines of `squeue -o "%i %j %T %N %k"` of jobs scrun allocated."""
+    """The lines of list_jobs's output of jobs scrun allocated (their comment, its tag)."""
     return [
         line
         for line in squeue_lines.splitlines()
@@ -348,8 +351,7 @@ def clear_shared_leftovers(env: Mapping[str, str]) -> None:
     """Cancel scrun's jobs and remove what the shared dir keeps of containers, after a test
     that left them: each later test is then judged on what it leaves itself (one staged
     copy left would otherwise fail every test after it)."""
-    squeue = run(program("squeue", env)["-h", "-o", "%i %j %T %N %k"], timeout=30, env=env)
-    jobs = [line.split()[0] for line in scrun_jobs(squeue.stdout)]
+    jobs = [line.split()[0] for line in scrun_jobs(list_jobs(env).stdout)]
     if jobs:
         run(program("scancel", env)[jobs], timeout=30, env=env)
     for copy in staged_copies(env):
