@@ -122,6 +122,21 @@ def test_exit_code_is_the_containers(podman: Podman, no_leftovers: Callable[...,
     assert done.returncode == 3, done.stderr
 
 
+def test_a_resource_limit_above_the_nodes_is_lowered_to_it(
+    podman: Podman, no_leftovers: Callable[..., None]
+) -> None:
+    """podman writes the limits asked on the login host; a node's runtime that may not raise
+    its hard limit to one (the test nodes: a user namespace) would refuse the container.
+    scrun-cdi-run gives it the node's hard limit instead, or raises its own where it may."""
+    done = podman.scrun(
+        "run", "--rm", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4194304:4194304",
+        IMAGE, "sh", "-c", "ulimit -n; ulimit -Hu",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    nofile, nproc = done.stdout.split()
+    assert nofile == "1024" and 0 < int(nproc) <= 4194304
+
+
 @pytest.mark.parametrize(
     ("program", "code", "said"),
     [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import stat
 import subprocess
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 from scrun_cdi import main as cdi_main
+from scrun_cdi import rlimits
 from scrun_cdi import wrapper as cdi_run
 from scrunlib import cdi, exit_record
 from waiting import wait_for
@@ -469,3 +471,102 @@ def blocked(pid: int, signum: int) -> bool:
     status = Path(f"/proc/{pid}/status").read_text()
     mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk:"))
     return bool(int(mask, 16) & 1 << (signum - 1))
+
+
+# ------------------------------------------------------------- resource limits on the node
+
+
+class FakeLimits:
+    """This process's limits as a node gives them: (soft, hard) by resource, and whether
+    it may raise a hard one (root in the host's user namespace may)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, may_raise: bool, **limits: int) -> None:
+        self.limits = {getattr(resource, name): (value, value) for name, value in limits.items()}
+        self.set: list[tuple[int, tuple[int, int]]] = []
+        self.may_raise = may_raise
+        monkeypatch.setattr(resource, "getrlimit", lambda kind: self.limits[kind])
+        monkeypatch.setattr(resource, "setrlimit", self.setrlimit)
+
+    def setrlimit(self, kind: int, value: tuple[int, int]) -> None:
+        wanted, own = value[1], self.limits[kind][1]
+        finite = own != resource.RLIM_INFINITY
+        if not self.may_raise and finite and (wanted == resource.RLIM_INFINITY or wanted > own):
+            raise ValueError("not allowed to raise maximum limit")
+        self.set.append((kind, value))
+
+
+def limits_config(*limits: tuple[str, int, int]) -> dict[str, Any]:
+    return {"process": {"rlimits": [{"type": t, "soft": s, "hard": h} for t, s, h in limits]}}
+
+
+def test_a_limit_above_what_the_node_can_raise_to_is_lowered_to_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """podman as root with any --ulimit asks for 1048576 processes: a node whose runtime
+    cannot raise its limit gives its own hard limit (crun would refuse the container)."""
+    FakeLimits(monkeypatch, may_raise=False, RLIMIT_NPROC=96367, RLIMIT_NOFILE=4096)
+    config = limits_config(("RLIMIT_NOFILE", 1024, 1024), ("RLIMIT_NPROC", 1048576, 1048576))
+    assert rlimits.fit_to_node(config)
+    assert config == limits_config(("RLIMIT_NOFILE", 1024, 1024), ("RLIMIT_NPROC", 96367, 96367))
+
+
+def test_a_soft_limit_under_the_nodes_hard_one_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    FakeLimits(monkeypatch, may_raise=False, RLIMIT_NOFILE=4096)
+    config = limits_config(("RLIMIT_NOFILE", 2048, rlimits.UNLIMITED))
+    assert rlimits.fit_to_node(config)
+    assert config == limits_config(("RLIMIT_NOFILE", 2048, 4096))
+
+
+def test_a_node_that_may_raise_a_limit_raises_its_own_and_keeps_the_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeLimits(monkeypatch, may_raise=True, RLIMIT_NPROC=96367)
+    config = limits_config(("RLIMIT_NPROC", 1048576, 1048576))
+    assert not rlimits.fit_to_node(config)
+    assert config == limits_config(("RLIMIT_NPROC", 1048576, 1048576))
+    assert fake.set == [(resource.RLIMIT_NPROC, (96367, 1048576))]
+
+
+def test_limits_the_node_gives_and_malformed_ones_are_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeLimits(monkeypatch, may_raise=False, RLIMIT_NOFILE=4096, RLIMIT_CORE=0)
+    fake.limits[resource.RLIMIT_CORE] = (0, resource.RLIM_INFINITY)
+    config = limits_config(
+        ("RLIMIT_NOFILE", 4096, 4096),
+        ("RLIMIT_CORE", rlimits.UNLIMITED, rlimits.UNLIMITED),
+        ("RLIMIT_BOGUS", 1, 2**40),
+        ("getrlimit", 1, 2**40),
+    )
+    config["process"]["rlimits"] += [{"type": "RLIMIT_NOFILE", "soft": True, "hard": 2**40}, 7]
+    before = json.loads(json.dumps(config))
+    assert not rlimits.fit_to_node(config)
+    assert config == before and fake.set == []
+    assert not rlimits.fit_to_node({"process": None}) and not rlimits.fit_to_node({})
+
+
+def test_a_step_whose_limits_the_node_cannot_give_gets_its_config_from_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    FakeLimits(monkeypatch, may_raise=False, RLIMIT_NPROC=96367)
+    directory = tmp_path / "bundle"
+    directory.mkdir()
+    written = {**limits_config(("RLIMIT_NPROC", 1048576, 1048576)), "root": {"path": "r"}}
+    (directory / "config.json").write_text(json.dumps(written))
+    runtime = cdi_run.resolve(cdi_run.parse(["--bundle", str(directory), "--", *RUNTIME]))
+    assert runtime[:3] + runtime[4:] == RUNTIME
+    fd = int(runtime[3].removeprefix("--config=/proc/self/fd/"))
+    try:
+        config = json.loads(os.pread(fd, 1 << 20, 0))
+    finally:
+        os.close(fd)
+    assert config == {**limits_config(("RLIMIT_NPROC", 96367, 96367)), "root": {"path": "r"}}
+    assert json.loads((directory / "config.json").read_text()) == written
+
+
+def test_a_config_that_is_not_json_is_one_error_naming_it(tmp_path: Path) -> None:
+    directory = tmp_path / "bundle"
+    directory.mkdir()
+    (directory / "config.json").write_text('{"process": {"rlimits": [')
+    with pytest.raises(cdi.CdiError, match=r"^node \S+: .*/bundle/config.json: "):
+        cdi_run.resolve(cdi_run.parse(["--bundle", str(directory), "--", *RUNTIME]))

@@ -1,6 +1,7 @@
 """scrun-cdi-run: oci.conf's RunTimeRun on a compute node. It gives the container step the GPUs
-Slurm allocated to it, from the node's own CDI spec, then runs the runtime (crun), and keeps
-the container's exit code where Slurm would hide it:
+Slurm allocated to it, from the node's own CDI spec, and resource limits the node can give
+(scrun_cdi.rlimits), then runs the runtime (crun), and keeps the container's exit code where
+Slurm would hide it:
 
     RunTimeRun="exec scrun-cdi-run --bundle %b -- crun ... run --bundle %b %n.%u.%j.%s.%t"
     (Slurm 22.05: scrun-cdi-run --bundle %b --job %j --node %n -- ...; see scrunlib.cdi)
@@ -15,9 +16,10 @@ tells a program crun could not start from crun's failure, and hands signals on, 
 
 The config crun gets is written to a memory file (/proc/self/fd/N, crun's --config), so
 nothing is written to the node and Slurm's per-step copy of the config.json is left as it is.
-A step without GPUs runs the runtime unchanged, before any spec is read. An error is one line
-on the step's stderr (`scrun-cdi-run: error: node n1: /etc/cdi/nvidia.json: ...`), exit 1,
-and no container is started.
+A step without GPUs whose limits the node can give runs the runtime unchanged, before any
+spec is read (reading the limits costs ~1.5 ms a step: scrunlib.leanjson, not json). An
+error is one line on the step's stderr (`scrun-cdi-run: error: node n1:
+/etc/cdi/nvidia.json: ...`), exit 1, and no container is started.
 
 It stays the runtime's parent (scrunlib.processes.hand_over) and exits as it did: its exit
 code, the container's main process's (or its signal). crun exits 1 too when it cannot start
@@ -43,8 +45,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from scrunlib import cdi, exit_record, processes, signals
+from scrunlib import cdi, exit_record, leanjson, processes, signals
 from scrunlib.errors import print_error
+
+from scrun_cdi import rlimits
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PROGRAM = "scrun-cdi-run"
 SCONTROL_TIMEOUT = 30.0
@@ -115,7 +123,8 @@ def node_name(options: Options) -> str:
 
 
 def resolve(options: Options) -> list[str]:
-    """The runtime's command line: the same, or with --config naming the edited config."""
+    """The runtime's command line: the same, or with --config naming the edited config (the
+    step's GPUs added, resource limits the node cannot raise to lowered: scrun_cdi.rlimits)."""
     node = node_name(options)
     path = os.path.join(options.bundle, "config.json")
     try:
@@ -123,33 +132,47 @@ def resolve(options: Options) -> list[str]:
             text = f.read()
     except OSError as exc:
         raise cdi.CdiError(f"node {node}: {path}: {exc.strerror}") from None
-    if not options.job and not any(f'"{n}='.encode() in text for n in cdi.STEP_GPU_VARIABLES):
-        return options.runtime  # no GPUs in the step's environment: not even json is needed
-    import json
-
+    gpus_named = options.job or any(f'"{n}='.encode() in text for n in cdi.STEP_GPU_VARIABLES)
+    if not gpus_named and b'"rlimits"' not in text:
+        return options.runtime  # nothing to edit: not even the config is parsed
     try:
-        config = json.loads(text)
+        config = leanjson.loads(text.decode())
     except ValueError as exc:
         raise cdi.CdiError(f"node {node}: {path}: {exc}") from None
-    env = (config.get("process") or {}).get("env") or []
+    if not isinstance(config, dict):
+        raise cdi.CdiError(f"node {node}: {path}: not a JSON object")
+    edited = rlimits.fit_to_node(config)
+    if gpus_named:
+        edited = with_gpus(config, options, node) or edited
+    if not edited:
+        return options.runtime
+    import json  # written as read (leanjson writes only what a state file holds)
+
+    memory = os.memfd_create("config.json", 0)  # inherited by the runtime: no CLOEXEC
+    os.write(memory, json.dumps(config).encode())
+    at = options.runtime.index("run") + 1
+    return [*options.runtime[:at], f"--config=/proc/self/fd/{memory}", *options.runtime[at:]]
+
+
+def with_gpus(config: dict[str, Any], options: Options, node: str) -> bool:
+    """Add the step's GPUs to `config` from the node's CDI spec; False when it has none."""
+    process = config.get("process")
+    env = (process.get("env") if isinstance(process, dict) else None) or []
     gpus = cdi.step_gpus(env)
     dirs = tuple(options.spec_dirs) or cdi.DEFAULT_SPEC_DIRS
     derived = False
     if gpus is None and options.job:
         # nothing in the config (22.05): ask Slurm, unless the node has no CDI spec dir at all
         if not any(os.path.isdir(d) for d in dirs):
-            return options.runtime
+            return False
         gpus, derived = job_gpus(options.job, node), True
     if not gpus:
-        return options.runtime
+        return False
     spec = cdi.load_spec(node, options.kind, dirs)
     cdi.apply(config, spec, gpus, node)
     if derived:
         cdi.set_env(config, cdi.environment_for(gpus), replace=False)
-    memory = os.memfd_create("config.json", 0)  # inherited by the runtime: no CLOEXEC
-    os.write(memory, json.dumps(config).encode())
-    at = options.runtime.index("run") + 1
-    return [*options.runtime[:at], f"--config=/proc/self/fd/{memory}", *options.runtime[at:]]
+    return True
 
 
 def run(argv: Sequence[str], deferred: set[int]) -> int:
