@@ -44,7 +44,7 @@ def fit_to_node(config: dict[str, Any]) -> bool:
         own_soft, own_hard = resource.getrlimit(kind)
         ceiling = UNLIMITED if own_hard == resource.RLIM_INFINITY else own_hard
         wanted = UNLIMITED if limit["hard"] >= _FINITE_BELOW else limit["hard"]
-        if wanted <= ceiling or _raised(kind, own_soft, wanted):
+        if wanted <= ceiling or _raise_own(kind, own_soft, wanted):
             continue
         limit["hard"] = ceiling
         limit["soft"] = min(limit["soft"], ceiling)
@@ -67,9 +67,9 @@ def _resource(limit: object) -> int | None:
     return kind if type(kind) is int else None
 
 
-def _raised(kind: int, soft: int, hard: int) -> bool:
-    """Whether this process could raise its hard limit of `kind` to `hard` (its soft one
-    kept): then the runtime, its child, can set the container's."""
+def _raise_own(kind: int, soft: int, hard: int) -> bool:
+    """Raise this process's hard limit of `kind` to `hard` (its soft one kept), so that the
+    runtime, its child, can set the container's; False when it may not."""
     try:
         resource.setrlimit(kind, (soft, resource.RLIM_INFINITY if hard == UNLIMITED else hard))
     except (OSError, ValueError):  # ValueError: not allowed to raise it

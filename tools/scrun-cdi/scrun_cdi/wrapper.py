@@ -132,8 +132,11 @@ def resolve(options: Options) -> list[str]:
             text = f.read()
     except OSError as exc:
         raise cdi.CdiError(f"node {node}: {path}: {exc.strerror}") from None
-    gpus_named = options.job or any(f'"{n}='.encode() in text for n in cdi.STEP_GPU_VARIABLES)
-    if not gpus_named and b'"rlimits"' not in text:
+    # Slurm 22.05 (--job) names no GPUs in the config: its job record may have some
+    may_have_gpus = bool(options.job) or any(
+        f'"{n}='.encode() in text for n in cdi.STEP_GPU_VARIABLES
+    )
+    if not may_have_gpus and b'"rlimits"' not in text:
         return options.runtime  # nothing to edit: not even the config is parsed
     try:
         config = leanjson.loads(text.decode())
@@ -142,7 +145,7 @@ def resolve(options: Options) -> list[str]:
     if not isinstance(config, dict):
         raise cdi.CdiError(f"node {node}: {path}: not a JSON object")
     edited = rlimits.fit_to_node(config)
-    if gpus_named:
+    if may_have_gpus:
         edited = with_gpus(config, options, node) or edited
     if not edited:
         return options.runtime
