@@ -50,7 +50,7 @@ available_mb() { awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo; }
 podman_count() { podman ps -a --filter "label=scrun-scale" --filter "status=$1" -q | wc -l; }
 
 scale() {
-  local count="$1" i start end started=0 names=() pids=() failed not_ran
+  local count="$1" i start end tried=0 started names=() pids=() not_ran
   if [ "$RUNTIME" = upstream ] && [ "$count" -gt 16 ]; then
     echo "== upstream scrun waits in create for the grant: N = 16, not $count"
     count=16
@@ -69,7 +69,7 @@ scale() {
   start="$(date +%s.%N)"
   for i in $(seq "$count"); do
     if [ "$(available_mb)" -lt "$RESERVE_MB" ]; then
-      echo "   memory short ($(available_mb) MB available): $started of $count started"
+      echo "   memory short ($(available_mb) MB available): $tried of $count started"
       break
     fi
     echo "scale-$i" >>"$out/started"
@@ -77,19 +77,18 @@ scale() {
     { podman --runtime "$RUNTIME" run -d --name "scale-$i" --label scrun-scale \
       localhost/busybox sleep 3600 >/dev/null && echo "scale-$i" >>"$out/ran"; } &
     pids+=("$!")
-    started=$((started + 1))
+    tried=$((tried + 1))
     if [ "${#pids[@]}" -ge "$PARALLEL" ]; then wait_all "${pids[@]}" || true; pids=(); fi
   done
   wait_all "${pids[@]}" || true
   end="$(date +%s.%N)"
   mapfile -t names <"$out/ran"
-  failed=$((started - ${#names[@]}))
+  mapfile -t not_ran < <(sort "$out/started" | comm -23 - <(sort "$out/ran"))
   started="${#names[@]}"
-  if [ "$failed" -gt 0 ]; then  # out of the way of the figures (a stuck one: the exit's reap)
-    mapfile -t not_ran < <(sort "$out/started" | comm -23 - <(sort "$out/ran"))
+  if [ "${#not_ran[@]}" -gt 0 ]; then  # out of the figures' way (a stuck one: the exit's reap)
     timeout -k 5 60 podman rm -f -t 0 "${not_ran[@]}" >/dev/null 2>&1 || true
   fi
-  awk -v n="$started" -v f="$failed" -v s="$start" -v e="$end" \
+  awk -v n="$started" -v f="${#not_ran[@]}" -v s="$start" -v e="$end" \
     'BEGIN {printf "1. %d started in %.1f s: %.2f starts per second%s\n", n, e - s, n / (e - s),
             f ? sprintf(" (%d more failed to start)", f) : ""}'
 
