@@ -874,7 +874,8 @@ end
 -- A shell command that brings what a container of a cached image changed back to the
 -- engine's root filesystem `orig`: its writable layers (`staged`/upper/<dir>) with the
 -- overlay's deletions (whiteouts: character devices 0/0; opaque directories: the
--- user.overlay.opaque attribute) applied, and its top-level files (`staged`/rootfs); then
+-- user.overlay.opaque attribute) applied, and the top-level files (`staged`/rootfs) it made or
+-- changed, or the engine's root lacks (the others may have been written there meanwhile); then
 -- it marks the cache `entry` unused by `id`. When nothing in the writable layers and the
 -- top-level files changed after stage-in's mark (`staged`/rootfs.since), only the mark of
 -- use goes: that saves a Python and an rsync start (~60 ms).
@@ -910,17 +911,35 @@ root = os.path.join(staged, "rootfs")
 overlaid = set(os.listdir(upper))
 for name in set(os.listdir(lower)) - set(os.listdir(root)):
     remove(os.path.join(orig, name))
+# a top-level entry goes back when the container made or changed it (its status, or one's
+# below it, changed after stage-in's mark), or when the engine's root lacks it: one that
+# stage-in copied and the container left alone stays as the engine's root has it now,
+# which may have been written meanwhile (`create`'s stdout, a file inside the root)
+since = os.stat(os.path.join(staged, "rootfs.since")).st_mtime_ns
+def changed(path):
+    if since % 1000000000 == 0 or os.lstat(path).st_ctime_ns > since:
+        return True  # (a mark without its fraction of a second cannot tell)
+    if os.path.islink(path) or not os.path.isdir(path):
+        return False
+    for top, dirs, files in os.walk(path):
+        if any(os.lstat(os.path.join(top, n)).st_ctime_ns > since for n in dirs + files):
+            return True
+    return False
 for name in set(os.listdir(root)) - overlaid:
-    os.rename(os.path.join(root, name), os.path.join(upper, name))
+    path = os.path.join(root, name)
+    if not os.path.lexists(os.path.join(orig, name)) or changed(path):
+        os.rename(path, os.path.join(upper, name))
 PY
 chmod --reference="$staged/rootfs" -- "$staged/upper" && chown --reference="$staged/rootfs" -- "$staged/upper" || exit 1
 # run as a user, rsync keeps no owner, and no group either: it would give the directories
 # it updates the user's (a --userns=keep-id container's are its root's, a subordinate id's);
 # nor directories' times: the writable layers' own are stage-in's, and a directory the
-# container changed has its time from what changed in it, as through crun
+# container changed has its time from what changed in it, as through crun; times to the
+# nanosecond: rsync's whole seconds would skip a file rewritten at its size within the
+# second of its last write
 owners=--no-g
 [ "$(id -u)" != 0 ] || owners=
-rsync -a -H --omit-dir-times --numeric-ids $owners -- "$staged/upper/" "$orig/" || exit 1
+rsync -a -H --omit-dir-times --modify-window=-1 --numeric-ids $owners -- "$staged/upper/" "$orig/" || exit 1
 rm -f -- "$entry/users/$id"]]
 end
 
@@ -929,6 +948,7 @@ end
 -- a cache) as a copy of its own.
 local function root_command(rootfs, dir, cache)
 	local copy = "try 'copying the root filesystem' " .. copy_command .. " " .. quote(rootfs .. "/.") .. " " .. quote(dir .. "/rootfs") .. "\n"
+		.. "find " .. quote(dir .. "/rootfs") .. " -mindepth 1 -printf '%P\\0' >" .. quote(dir .. "/rootfs.carried") .. " || exit 1\n"
 	if cache == nil then
 		return copy
 	end
@@ -1153,9 +1173,11 @@ end
 -- carried (a renamed directory's contents keep their times); nothing else, so what others
 -- wrote to `source` meanwhile stays (two containers of one `-v DIR`: both one's and the
 -- other's writes). Nothing runs when it changed nothing. A failure sets `failed`.
-local function carry_back_command(copy, source)
+-- `dir_times` false: directories keep the times `source` gives them (a root's, below).
+local function carry_back_command(copy, source, dir_times)
 	local changed = quote(copy .. ".changed")
-	return "if [ ! -f " .. changed .. " ] || [ -s " .. changed .. " ]; then (copy=" .. quote(copy) .. " source=" .. quote(source) .. "\n" .. [[
+	return "if [ ! -f " .. changed .. " ] || [ -s " .. changed .. " ]; then (copy=" .. quote(copy) .. " source=" .. quote(source)
+		.. " times=" .. (dir_times == false and "--omit-dir-times" or "--times") .. "\n" .. [[
 if [ ! -f "$copy.changed" ]; then echo "no list of what the container changed in $copy"; exit 1; fi
 # Run as a user, nothing sets a group: what the container made takes the one its directory
 # gives it (a setgid directory's), and a file keeps its own, as through crun. What another
@@ -1184,21 +1206,41 @@ if [ "$me" != 0 ]; then
 	(cd "$source" && find -files0-from "$copy.send" -maxdepth 0 ! -user "$me" -print0 2>/dev/null) | sort -z >"$copy.theirs"
 	comm -z -23 "$copy.send" "$copy.theirs" >"$copy.mine" && mv -- "$copy.mine" "$copy.send" || exit 1
 fi
-rsync -a -H --no-implied-dirs --numeric-ids --inplace $owners --from0 --files-from="$copy.send" -- "$copy/" "$source/" || exit 1
+# (-I: each was made or changed there; rsync's own check, size and whole-second time,
+# would skip a file rewritten at its size within the second of its last write)
+rsync -a $times -I -H --no-implied-dirs --numeric-ids --inplace $owners --from0 --files-from="$copy.send" -- "$copy/" "$source/" || exit 1
 [ ! -s "$copy.theirs" ] || rsync -a -H -I --no-t --no-g --no-implied-dirs --numeric-ids --inplace --from0 --files-from="$copy.theirs" -- "$copy/" "$source/") || failed=1; fi
 ]]
 end
 
--- A shell command that copies the root filesystem `from` back to `to` when the container
--- changed anything in it after the mark `from.since` (changed_since), without Slurm's
+-- A shell command that makes the carried copy `to` of the root filesystem the node's copy
+-- `from` (both scrun's own) when the container changed anything in it after the mark
+-- `from.since` (changed_since): what is unchanged is not copied again. Without Slurm's
 -- mount points (of the job `job_id`: slurms_mount_points_command), nor directories' times
 -- (a directory the container changed has its time from what changed in it, as through
 -- crun). A failure sets `failed`.
 local function root_back_command(from, to, job_id)
 	local at, name = string.match(from, "^(.*)/([^/]+)$")
 	return slurms_mount_points_command(quote(name), name .. ".since", "", job_id, at) .. "if " .. changed_since(quote(from), from .. ".since") .. "; then\n"
-		.. "\tout=$(rsync -a -H --omit-dir-times --numeric-ids --delete -- " .. quote(from .. "/") .. " " .. quote(to .. "/") .. " 2>&1)"
+		.. "\tout=$(rsync -a -H --omit-dir-times --modify-window=-1 --numeric-ids --delete -- " .. quote(from .. "/") .. " " .. quote(to .. "/") .. " 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
+end
+
+-- A shell command that brings back to the engine's root filesystem `to` what the container
+-- changed in its whole copy `from` after the mark `from.since` (carry_back_command, with
+-- the list of what stage-in copied, `from.carried`): what it made, changed and deleted;
+-- nothing else, so what the engine or others wrote to `to` meanwhile stays (`create`'s
+-- stdout in a file inside the root, a file `podman cp` put there). Slurm's mount points
+-- (of the job `job_id`: slurms_mount_points_command) go first; directories' times do not
+-- come back (a directory the container changed has its time from what changed in it, as
+-- through crun). Nothing runs when it changed nothing (changed_since). A failure sets
+-- `failed`.
+local function root_changes_back_command(from, to, job_id)
+	local at, name = string.match(from, "^(.*)/([^/]+)$")
+	return slurms_mount_points_command(quote(name), name .. ".since", "", job_id, at) .. "if " .. changed_since(quote(from), from .. ".since") .. "; then\n"
+		.. "\tif find " .. quote(from) .. " -cnewer " .. quote(from .. ".since") .. " -printf '%P\\0' >" .. quote(from .. ".changed") .. "; then\n"
+		.. carry_back_command(from, to, false)
+		.. "\telse echo " .. quote("cannot list what the container changed in " .. from) .. "; failed=1; fi\nfi\n"
 end
 
 -- A node's shell command (node 0's) that copies what the container changed in its root
@@ -1208,7 +1250,9 @@ end
 -- node cache holds it) and changed anything there (overlays_changed: `bundle` is the
 -- node's copy, its root `root_path`); else the whole root filesystem, when it changed
 -- anything there (root_back_command). Slurm's mount points (of the job `job_id`) go first
--- (slurms_mount_points_command). A failure sets `failed`.
+-- (slurms_mount_points_command). Times are compared to the nanosecond (rsync's whole
+-- seconds would skip a file rewritten at its size within the second of its last write), as
+-- for the bind mounts' copies below. A failure sets `failed`.
 local function node_back_command(entry, bundle, root_path, carry, user_id, job_id)
 	if entry == nil then
 		return root_back_command(root_path, carry .. "/rootfs", job_id)
@@ -1216,21 +1260,21 @@ local function node_back_command(entry, bundle, root_path, carry, user_id, job_i
 	local lower = node_cache_path(user_id) .. "/" .. string.match(entry, "[^/]*$") .. "/rootfs"
 	return slurms_mount_points_command("upper rootfs", "rootfs.since", lower, job_id, bundle)
 		.. "if " .. overlays_changed(bundle) .. "; then\n"
-		.. "\tout=$(rsync -a -H -X --numeric-ids --delete -- " .. quote(bundle .. "/upper/") .. " " .. quote(carry .. "/upper/")
-		.. " 2>&1 && rsync -a -H --numeric-ids --delete -- " .. quote(root_path .. "/") .. " " .. quote(carry .. "/rootfs/") .. " 2>&1)"
+		.. "\tout=$(rsync -a -H -X --modify-window=-1 --numeric-ids --delete -- " .. quote(bundle .. "/upper/") .. " " .. quote(carry .. "/upper/")
+		.. " 2>&1 && rsync -a -H --modify-window=-1 --numeric-ids --delete -- " .. quote(root_path .. "/") .. " " .. quote(carry .. "/rootfs/") .. " 2>&1)"
 		.. " || { echo \"copying the root filesystem back failed (exit $?): $out\"; failed=1; }\nfi\n"
 end
 
 -- A shell command that brings what the container changed in its root filesystem back to
 -- the engine's `orig`: its writable layers, when it ran on the cache `entry`
--- (cache_out_command; `staged` is its bundle); else its whole copy `root_path`, when
--- anything there changed (root_back_command). A failure sets `failed`.
+-- (cache_out_command; `staged` is its bundle); else what it changed in its whole copy
+-- `root_path` (root_changes_back_command). A failure sets `failed`.
 local function changes_back_command(entry, staged, root_path, orig, id, job_id)
 	-- (nothing when the engine's root filesystem is gone: it removed the container before
 	-- a late stage-out, `scrun delete`'s after an outage of slurmctld; the mark goes)
 	local gone = "if [ ! -d " .. quote(orig) .. " ]; then\n"
 	if entry == nil then
-		return gone .. ":\nelse\n" .. root_back_command(root_path, orig, job_id) .. "fi\n"
+		return gone .. ":\nelse\n" .. root_changes_back_command(root_path, orig, job_id) .. "fi\n"
 	end
 	return gone .. "rm -f -- " .. quote(entry .. "/users/" .. id) .. "\nelse\n"
 		.. "out=$( (" .. cache_out_command(staged, entry, orig, id) .. ") 2>&1)"
@@ -1374,7 +1418,7 @@ function slurm_scrun_stage_out(id, bundle, orig_bundle, root_path, orig_root_pat
 		.. "[ -z \"$failed\" ] && " .. changed_lists_command(mounts)
 		.. " && set -- " .. quote(mounts) .. "/*.changed && if [ -e \"$1\" ]; then\n"
 		.. "\tany=\n\tfor c; do [ ! -s \"$c\" ] || any=1; done\n"
-		.. "\tif [ -n \"$any\" ]; then rsync -a -H --numeric-ids --delete -- " .. quote(mounts .. "/") .. " " .. quote(carry .. "/mounts/")
+		.. "\tif [ -n \"$any\" ]; then rsync -a -H --modify-window=-1 --numeric-ids --delete -- " .. quote(mounts .. "/") .. " " .. quote(carry .. "/mounts/")
 		.. "; else cp -- \"$@\" " .. quote(carry .. "/mounts/") .. "; fi\n"
 		.. "fi; fi; s=$?; mv -T -- " .. quote(bundle) .. " " .. quote(bundle .. ".removing") .. " 2>/dev/null; remove "
 		.. quote(bundle .. ".removing") .. "; rm -f -- " .. quote(node_cache_path(user_id)) .. "/*/users/" .. quote(id) .. "; exit $s"

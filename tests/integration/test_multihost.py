@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import grp
+import json
 import os
 import platform
 import pwd
@@ -599,6 +600,79 @@ def test_an_image_is_staged_once_and_a_containers_changes_come_back(
     finally:
         for name in names:
             podman("rm", "-f", name)
+
+
+# A whole second, and the same second half a second later: rsync's own check (size and
+# whole-second time) takes a file rewritten at its size within the second for unchanged.
+SECOND = 1_700_000_000
+SECOND_TEXT = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(SECOND))
+
+
+@pytest.mark.parametrize("image_cache", ["true", "false"])
+@pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
+def test_only_what_the_container_changed_comes_back(
+    script: str,
+    image_cache: str,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    tmp_path: Path,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """Stage-out brings back what the container made, changed and deleted in its root
+    filesystem and bind mounts, and nothing else: what the engine or the user wrote there
+    while it ran stays, as through crun. A bundle whose root is the bundle directory itself
+    (runtime-tools' conformance tests make them so) with `create`'s stdout and stderr in
+    files inside it: the container's output is in them at its end (the copy back of the
+    empty copies stage-in made replaced it, with the cache and without). A file the
+    container rewrote at its size within the second of the host's last write comes back
+    (rsync's own check skipped it). With the cache and without (a whole copy: it also
+    deleted a file the host made meanwhile)."""
+    text = SCRIPT_TEXTS[script](cluster["SCRUN_SHARED_DIR"])
+    assert "local image_cache = true\n" in text
+    site = site_runtime(
+        text.replace("local image_cache = true\n", f"local image_cache = {image_cache}\n")
+    )
+    bundle, bound = tmp_path / "bundle", tmp_path / "bound"
+    shutil.copytree(Path(cluster.bundle) / "rootfs", bundle, symlinks=True)
+    bound.mkdir()
+    config = json.loads((Path(cluster.bundle) / "config.json").read_text())
+    config["root"] = {"path": "."}
+    config["mounts"].append({"destination": "/w", "source": str(bound), "options": ["rbind", "rw"]})
+    program = (
+        f"rm /etc/gone; echo 1 > /etc/same-size; touch -d '{SECOND_TEXT}' /etc/same-size; "
+        f"echo 1 > /w/same-size; touch -d '{SECOND_TEXT}' /w/same-size; echo made > /made; "
+        "echo the-output; echo the-errors >&2; sleep 3"
+    )
+    config["process"].update(args=["sh", "-c", program], terminal=False)
+    (bundle / "config.json").write_text(json.dumps(config))
+    (bundle / "etc" / "gone").write_text("x\n")
+    for same_size in (bundle / "etc" / "same-size", bound / "same-size"):
+        same_size.write_text("0\n")
+        os.utime(same_size, ns=(SECOND * 10**9 + 5 * 10**8,) * 2)
+    (bundle / "host-changed").write_text("before\n")
+    out, err = bundle / "stdout-x", bundle / "stderr-x"
+    name = f"scrun-back-{uuid.uuid4().hex[:10]}"
+    try:
+        with out.open("w") as stdout, err.open("w") as stderr:
+            done = site.scrun("create", "--bundle", str(bundle), name, stdout=stdout, stderr=stderr)
+        assert done.returncode == 0, err.read_text()
+        assert site.scrun("start", name).returncode == 0
+        (bundle / "host-made").write_text("host\n")  # (the container runs 3 s)
+        (bundle / "host-changed").write_text("after\n")
+
+        def stopped() -> bool:
+            return '"status": "stopped"' in site.scrun("state", name).stdout
+
+        wait_for(f"{name} stopped", stopped, 60, lambda: err.read_text())
+    finally:
+        site.scrun("delete", "--force", name)
+    assert (out.read_text(), err.read_text()) == ("the-output\n", "the-errors\n")
+    assert (bundle / "host-made").read_text() == "host\n"
+    assert (bundle / "host-changed").read_text() == "after\n"
+    assert (bundle / "made").read_text() == "made\n"
+    assert not (bundle / "etc" / "gone").exists()
+    assert (bundle / "etc" / "same-size").read_text() == "1\n"
+    assert (bound / "same-size").read_text() == "1\n"
 
 
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
