@@ -1048,19 +1048,31 @@ local function stage_command(rootfs, dir, mounts, cache, points, owner)
 		.. hand_over_command(dir, owner, cache or "", { string.match(dir, "^(.*)/[^/]*/[^/]*$"), string.match(dir, "^(.*)/") })
 end
 
--- A shell command (a subshell) that writes, beside each bind mount's copy in `mounts`,
--- `<copy>.changed`: the entries whose status changed after its `.since`, NUL-separated
--- (a directory's own, when it changed, as an empty name: a deletion there; a file's: "x"
--- when it did), as carry_back_command reads them. Empty when the container changed nothing.
-local function changed_lists_command(mounts)
-	return "(for since in " .. quote(mounts) .. [[/*.since; do
-	[ -e "$since" ] || continue
-	copy=${since%.since}
-	if [ -d "$copy" ] && [ ! -L "$copy" ]; then
-		find "$copy" -cnewer "$since" -printf '%P\0' >"$copy.changed" || exit 1
+-- A shell function: `changed_list COPY MARK` writes `COPY.changed`, the entries of the copy
+-- COPY whose status changed after MARK was touched, NUL-separated (a directory's own, when
+-- it changed, as an empty name: a deletion there; a file's: "x" when it did), as
+-- carry_back_command reads them; empty when the container changed nothing. Where the
+-- filesystem keeps whole seconds only (the mark's time has no fraction: Lustre's), a change
+-- within the mark's second is not newer than it: every entry is listed then.
+local changed_list_function = [[
+changed_list() {
+	t=$(stat -c %y -- "$2") || return 1
+	if [ -d "$1" ] && [ ! -L "$1" ]; then
+		if [ "${t#*.000000000}" != "$t" ]; then find "$1" -printf '%P\0'; else find "$1" -cnewer "$2" -printf '%P\0'; fi >"$1.changed"
+	elif [ "${t#*.000000000}" != "$t" ]; then
+		printf x >"$1.changed"
 	else
-		find "$copy" -maxdepth 0 -cnewer "$since" -printf x >"$copy.changed" || exit 1
+		find "$1" -maxdepth 0 -cnewer "$2" -printf x >"$1.changed"
 	fi
+}
+]]
+
+-- A shell command (a subshell) that writes, beside each bind mount's copy in `mounts`,
+-- `<copy>.changed` (changed_list).
+local function changed_lists_command(mounts)
+	return "(" .. changed_list_function .. "for since in " .. quote(mounts) .. [[/*.since; do
+	[ -e "$since" ] || continue
+	changed_list "${since%.since}" "$since" || exit 1
 done)]]
 end
 
@@ -1123,7 +1135,7 @@ end
 local function root_changes_back_command(from, to, job_id)
 	local at, name = string.match(from, "^(.*)/([^/]+)$")
 	return slurms_mount_points_command(quote(name), name .. ".since", "", job_id, at) .. "if " .. changed_since(quote(from), from .. ".since") .. "; then\n"
-		.. "\tif find " .. quote(from) .. " -cnewer " .. quote(from .. ".since") .. " -printf '%P\\0' >" .. quote(from .. ".changed") .. "; then\n"
+		.. changed_list_function .. "\tif changed_list " .. quote(from) .. " " .. quote(from .. ".since") .. "; then\n"
 		.. carry_back_command(from, to, false)
 		.. "\telse echo " .. quote("cannot list what the container changed in " .. from) .. "; failed=1; fi\nfi\n"
 end

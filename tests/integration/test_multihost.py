@@ -602,6 +602,36 @@ def test_an_image_is_staged_once_and_a_containers_changes_come_back(
             podman("rm", "-f", name)
 
 
+def run_to_its_end(
+    site: SiteRuntime,
+    bundle: Path,
+    name: str,
+    out: Path,
+    err: Path,
+    *,
+    before_start: Callable[[], None] = lambda: None,
+    while_running: Callable[[], None] = lambda: None,
+) -> None:
+    """The container `name` of `bundle` through the site's scrun, as an engine runs one:
+    `create` (its stdout and stderr the files `out` and `err`), `before_start()`, `start`,
+    `while_running()`, `state` until it says stopped, `delete --force` (also after a
+    failure)."""
+    try:
+        with out.open("w") as stdout, err.open("w") as stderr:
+            done = site.scrun("create", "--bundle", str(bundle), name, stdout=stdout, stderr=stderr)
+        assert done.returncode == 0, err.read_text()
+        before_start()
+        assert site.scrun("start", name).returncode == 0
+        while_running()
+
+        def stopped() -> bool:
+            return '"status": "stopped"' in site.scrun("state", name).stdout
+
+        wait_for(f"{name} stopped", stopped, 60, err.read_text)
+    finally:
+        site.scrun("delete", "--force", name)
+
+
 # A whole second, and the same second half a second later: rsync's own check (size and
 # whole-second time) takes a file rewritten at its size within the second for unchanged.
 SECOND = 1_700_000_000
@@ -651,21 +681,13 @@ def test_only_what_the_container_changed_comes_back(
         os.utime(same_size, ns=(SECOND * 10**9 + 5 * 10**8,) * 2)
     (bundle / "host-changed").write_text("before\n")
     out, err = bundle / "stdout-x", bundle / "stderr-x"
-    name = f"scrun-back-{uuid.uuid4().hex[:10]}"
-    try:
-        with out.open("w") as stdout, err.open("w") as stderr:
-            done = site.scrun("create", "--bundle", str(bundle), name, stdout=stdout, stderr=stderr)
-        assert done.returncode == 0, err.read_text()
-        assert site.scrun("start", name).returncode == 0
-        (bundle / "host-made").write_text("host\n")  # (the container runs 3 s)
+
+    def write_meanwhile() -> None:  # (the container runs 3 s)
+        (bundle / "host-made").write_text("host\n")
         (bundle / "host-changed").write_text("after\n")
 
-        def stopped() -> bool:
-            return '"status": "stopped"' in site.scrun("state", name).stdout
-
-        wait_for(f"{name} stopped", stopped, 60, lambda: err.read_text())
-    finally:
-        site.scrun("delete", "--force", name)
+    name = f"scrun-back-{uuid.uuid4().hex[:10]}"
+    run_to_its_end(site, bundle, name, out, err, while_running=write_meanwhile)
     assert (out.read_text(), err.read_text()) == ("the-output\n", "the-errors\n")
     assert (bundle / "host-made").read_text() == "host\n"
     assert (bundle / "host-changed").read_text() == "after\n"
@@ -673,6 +695,50 @@ def test_only_what_the_container_changed_comes_back(
     assert not (bundle / "etc" / "gone").exists()
     assert (bundle / "etc" / "same-size").read_text() == "1\n"
     assert (bound / "same-size").read_text() == "1\n"
+
+
+@pytest.mark.parametrize("image_cache", ["true", "false"])
+def test_a_scratch_of_whole_seconds_loses_no_change(
+    image_cache: str,
+    cluster: Cluster,
+    site_runtime: MakeSite,
+    tmp_path: Path,
+    no_leftovers: Callable[..., None],
+) -> None:
+    """Where the scratch keeps whole seconds only (Lustre), a change within the second of
+    stage-in's mark is not newer than the mark: shared-scratch.lua then takes everything
+    for changed, and what the container wrote to its root and to a bind mount comes back.
+    (The marks are set to a whole second to come, which nothing the container does is newer
+    than: before, its writes to the bind mount stayed on the node.)"""
+    text = SCRIPT_TEXTS["shared-scratch"](cluster["SCRUN_SHARED_DIR"])
+    site = site_runtime(
+        text.replace("local image_cache = true\n", f"local image_cache = {image_cache}\n")
+    )
+    bundle, bound = tmp_path / "bundle", tmp_path / "bound"
+    bundle.mkdir()
+    bound.mkdir()
+    (bound / "f").write_text("0\n")
+    shutil.copytree(Path(cluster.bundle) / "rootfs", bundle / "rootfs", symlinks=True)
+    config = json.loads((Path(cluster.bundle) / "config.json").read_text())
+    config["root"] = {"path": "rootfs"}  # (writable)
+    config["mounts"].append({"destination": "/w", "source": str(bound), "options": ["rbind", "rw"]})
+    program = "echo 1 > /w/f; echo made > /w/made; echo new > /etc/made; sleep 2"
+    config["process"].update(args=["sh", "-c", program], terminal=False)
+    (bundle / "config.json").write_text(json.dumps(config))
+    name = f"scrun-seconds-{uuid.uuid4().hex[:10]}"
+    staged = Path(cluster["SCRUN_SHARED_DIR"]) / str(os.getuid()) / "scrun" / name
+
+    def marks_to_a_second_to_come() -> None:
+        marks = [staged / "rootfs.since", *staged.glob("mounts/*.since")]
+        assert len(marks) == 2, marks
+        later = int(time.time()) + 60
+        for mark in marks:
+            os.utime(mark, (later, later))
+
+    out, err = tmp_path / "out", tmp_path / "err"
+    run_to_its_end(site, bundle, name, out, err, before_start=marks_to_a_second_to_come)
+    assert ((bound / "f").read_text(), (bound / "made").read_text()) == ("1\n", "made\n")
+    assert (bundle / "rootfs" / "etc" / "made").read_text() == "new\n"
 
 
 @pytest.mark.parametrize("script", ["node-local", "shared-scratch"])
